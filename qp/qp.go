@@ -1,0 +1,235 @@
+// Package qp defines the backend interfaces the mptx driver posts work to and
+// polls completions from: a sender's connection to one peer made of several
+// RC queue pairs (paths), and the receiver's view of the same connection.
+//
+// The interfaces are batch-shaped (wireguard-go conn.Bind): PostSend takes a
+// slice of work requests and Poll fills a caller-owned slice of completions,
+// so a verbs backend makes one cgo crossing per batch and nothing allocates
+// per work request.
+//
+// Backends: qp/mem (in-memory, virtual time; tests and examples), the
+// simulator's backend in sim/, and qp/verbs (libibverbs through cgo). All of
+// them pass the conformance suite in qp/qptest.
+//
+// # Memory
+//
+// Work requests address memory by offset: Local is an offset into the
+// sender's registered send region, Remote an offset into the region the
+// receiver advertised for this connection. Backends map offsets to
+// addresses and keys; no pointer crosses this interface.
+package qp
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"mptx/units"
+	"mptx/vtime"
+)
+
+// ErrNotSupported is returned (wrapped) by backends that cannot run on this
+// host, such as verbs without rdma-core or an RDMA device.
+var ErrNotSupported = errors.New("qp: not supported")
+
+// ErrClosed is returned by operations on a closed connection.
+var ErrClosed = errors.New("qp: closed")
+
+// ErrQueueFull is returned by PostSend when a path's send queue has no room
+// for the first work request; the count returned says how many were posted.
+var ErrQueueFull = errors.New("qp: send queue full")
+
+// Opcode is a work request or completion kind.
+type Opcode uint8
+
+// Opcodes. They mirror ibv_wr_opcode / ibv_wc_opcode (ibv_post_send(3),
+// ibv_poll_cq(3)).
+const (
+	// OpWrite is an RDMA WRITE: data lands in the remote region, no
+	// completion at the receiver.
+	OpWrite Opcode = iota + 1
+	// OpWriteImm is an RDMA WRITE WITH IMM: data lands, then the receiver
+	// gets an OpRecvImm completion carrying Imm. A zero-length WriteImm is
+	// legal and is how probes are sent.
+	OpWriteImm
+	// OpRecvImm is the receiver's completion for an OpWriteImm.
+	OpRecvImm
+)
+
+// String returns the opcode's name.
+func (o Opcode) String() string {
+	switch o {
+	case OpWrite:
+		return "WRITE"
+	case OpWriteImm:
+		return "WRITE_WITH_IMM"
+	case OpRecvImm:
+		return "RECV_RDMA_WITH_IMM"
+	}
+	return fmt.Sprintf("Opcode(%d)", uint8(o))
+}
+
+// Status is a completion's status. It mirrors enum ibv_wc_status
+// (ibv_poll_cq(3)) for the cases mptx distinguishes; it is a value, not an
+// error, so that polling allocates nothing.
+type Status uint8
+
+// Completion statuses.
+const (
+	StatusOK Status = iota
+	// StatusRetryExceeded: the transport retry counter was exhausted (the
+	// path or peer is unreachable); the QP is in the error state.
+	StatusRetryExceeded
+	// StatusRemoteAccess: the write fell outside the remote region or used
+	// a revoked key.
+	StatusRemoteAccess
+	// StatusFlushed: the work request was flushed because the QP entered
+	// the error state before it ran.
+	StatusFlushed
+	// StatusLocal: a local protection, length or QP error.
+	StatusLocal
+	// StatusRNRRetryExceeded: the receiver had no receive buffer posted for
+	// longer than the RNR retry budget.
+	StatusRNRRetryExceeded
+	// StatusFatal: any other error; the path is unusable.
+	StatusFatal
+)
+
+// String returns the status's name.
+func (s Status) String() string {
+	switch s {
+	case StatusOK:
+		return "ok"
+	case StatusRetryExceeded:
+		return "retry-exceeded"
+	case StatusRemoteAccess:
+		return "remote-access-error"
+	case StatusFlushed:
+		return "flushed"
+	case StatusLocal:
+		return "local-error"
+	case StatusRNRRetryExceeded:
+		return "rnr-retry-exceeded"
+	case StatusFatal:
+		return "fatal"
+	}
+	return fmt.Sprintf("Status(%d)", uint8(s))
+}
+
+// SendWR is one send work request.
+type SendWR struct {
+	ID     uint64      // returned in the completion; a slot index, never a pointer
+	Op     Opcode      // OpWrite or OpWriteImm
+	Local  units.Bytes // offset into the sender's send region
+	Remote units.Bytes // offset into the receiver's advertised region
+	Len    units.Bytes // bytes to write; 0 is legal for OpWriteImm
+	Imm    uint32      // immediate data for OpWriteImm (host order)
+}
+
+// Completion is one work completion (CQE).
+type Completion struct {
+	ID     uint64 // the SendWR's ID; 0 for receive completions
+	Path   int    // index of the path (QP) within the connection
+	QPN    uint32 // queue pair number
+	Op     Opcode
+	Status Status
+	Bytes  units.Bytes // bytes written (send side: the WR's Len)
+	Imm    uint32      // for OpRecvImm
+	// At is the completion's timestamp: the NIC's when the backend has
+	// one, the simulator's clock in the simulator, 0 if unknown (the driver
+	// then uses the poll time).
+	At vtime.Time
+}
+
+// PathInfo describes one path (one RC QP) of a connection.
+type PathInfo struct {
+	QPN      uint32
+	Device   string        // NIC / device name ("mlx5_0", "rxe0", "sim:h3/nic0")
+	Port     int           // device port (1-based for verbs)
+	NIC      int           // index of the local NIC port; paths on one NIC share its line rate
+	SrcPort  uint16        // RoCEv2 UDP source port (ECMP entropy), 0 if unknown
+	LineRate units.BitRate // port line rate
+	BaseRTT  time.Duration // estimated empty-path RTT, 0 if unknown
+	MTU      units.Bytes   // payload bytes per packet
+	Hops     int           // switch hops, 0 if unknown
+}
+
+// Counters are cumulative per-path congestion counters. The driver diffs
+// successive readings. A backend that cannot count something leaves it 0 and
+// says so in Caps.
+type Counters struct {
+	ECNMarked   uint64 // CE-marked packets seen by the receiver for this path
+	CNPReceived uint64 // CNPs received by the sender for this path
+	Retransmits uint64 // packets retransmitted (go-back-N)
+}
+
+// Caps states what a backend can do.
+type Caps struct {
+	CarriesData     bool // writes move real bytes (mem, verbs); the simulator models timing only
+	Timestamps      bool // completions carry hardware/virtual timestamps
+	ECNCounters     bool // Counters.ECNMarked is meaningful
+	CNPCounters     bool // Counters.CNPReceived is meaningful
+	INT             bool // completions can carry per-hop telemetry (simulator only)
+	HWRateLimit     bool // SetRate is applied by hardware
+	MaxSendWR       int  // send queue depth per path
+	MaxInlineData   int  // bytes
+	MaxMessageBytes units.Bytes
+}
+
+// Conn is the sender's side of a connection to one peer: Paths() RC queue
+// pairs sharing one send completion queue.
+//
+// A Conn is used by one goroutine (the driver); it is not safe for
+// concurrent use unless the backend says so.
+type Conn interface {
+	// Paths describes the connection's paths; the slice is owned by the Conn
+	// and does not change.
+	Paths() []PathInfo
+	// PostSend posts wrs, in order, on path. It returns how many were
+	// posted; on error the rest were not. A path in the error state returns
+	// an error and the driver treats the path as down.
+	PostSend(path int, wrs []SendWR) (int, error)
+	// Poll moves up to len(dst) send completions into dst and returns how
+	// many. It never blocks.
+	Poll(dst []Completion) (int, error)
+	// Counters reads path's cumulative congestion counters.
+	Counters(path int) (Counters, error)
+	Caps() Caps
+	// Close destroys the queue pairs; outstanding work requests complete as
+	// StatusFlushed or are dropped. Close is idempotent.
+	Close() error
+}
+
+// RateLimiter is implemented by connections that can set a per-path
+// hardware rate limit (ibv_modify_qp_rate_limit(3)).
+type RateLimiter interface {
+	SetRate(path int, r units.BitRate) error
+}
+
+// INTReader is implemented by connections whose completions can carry
+// per-hop telemetry (the simulator). The driver asks for the telemetry of a
+// completion right after polling it.
+type INTReader interface {
+	// INT copies the hop stamps of the completion with id into dst and
+	// returns how many there were (0 if none).
+	INT(id uint64, dst []INTHop) int
+}
+
+// INTHop mirrors cc.INTHop (qp does not import cc).
+type INTHop struct {
+	QLen    units.Bytes
+	TxBytes units.Bytes
+	TS      vtime.Time
+	Rate    units.BitRate
+}
+
+// Receiver is the receiving side of a connection: completions of
+// WRITE WITH IMM from every path, typically from one shared receive queue.
+type Receiver interface {
+	// Poll moves up to len(dst) receive completions (OpRecvImm) into dst.
+	Poll(dst []Completion) (int, error)
+	// Region returns the receive region's bytes when the backend carries
+	// data, nil otherwise. It is valid until Close.
+	Region() []byte
+	Close() error
+}
