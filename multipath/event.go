@@ -68,18 +68,18 @@ type EventKind uint8
 
 // Recorder event kinds.
 const (
-	EvTransferStart EventKind = iota + 1 // Transfer, Bytes (tensor size), Chunk (chunk count), Size (chunk size)
-	EvTransferDone                       // Transfer, Bytes
-	EvTransferFailed                     // Transfer, Reason
-	EvChunkStart                         // Transfer, Chunk, Path, Attempt, Bytes: an attempt begins on Path
-	EvChunkDone                          // Transfer, Chunk, Path, Attempt, Bytes, RTT (last segment), Latency (attempt start → done), ECN (marks on path during attempt)
-	EvChunkRequeue                       // Transfer, Chunk, Path (the path it left), Attempt (the failed one), Reason
-	EvPathDown                           // Path, Reason
-	EvPathUp                             // Path
-	EvPathQuarantine                     // Path, Reason, Latency (backoff)
-	EvProbe                              // Path, RTT
-	EvCNP                                // Path, ECN (CNPs in this reading)
-	EvPathSample                         // Path, Window, Rate, InFlight, SRTT, Bytes (cumulative acked): sampled on every chunk completion on Path
+	EvTransferStart  EventKind = iota + 1 // Transfer, Bytes (tensor size), Chunk (chunk count), Size (chunk size)
+	EvTransferDone                        // Transfer, Bytes
+	EvTransferFailed                      // Transfer, Reason
+	EvChunkStart                          // Transfer, Chunk, Path, Attempt, Bytes: an attempt begins on Path
+	EvChunkDone                           // Transfer, Chunk, Path, Attempt, Bytes, RTT (last segment), Latency (attempt start → done), ECN (marks on path during attempt)
+	EvChunkRequeue                        // Transfer, Chunk, Path (the path it left), Attempt (the failed one), Reason
+	EvPathDown                            // Path, Reason
+	EvPathUp                              // Path
+	EvPathQuarantine                      // Path, Reason, Latency (backoff)
+	EvProbe                               // Path, RTT
+	EvCNP                                 // Path, ECN (CNPs in this reading)
+	EvPathSample                          // Path, Window, Rate, InFlight, SRTT, Bytes (cumulative acked): sampled on every chunk completion on Path
 )
 
 // String returns the kind's name.
