@@ -1,0 +1,462 @@
+// Package mem is an in-memory qp backend on virtual time, for tests,
+// examples and demos: a Network of paths, each a FIFO server with a rate
+// and a one-way delay, that really copies bytes from the sender's region
+// into the receiver's.
+//
+// # Model
+//
+// A work request posted on path p at time t starts serialising at
+// max(t, when p's previous work request finished), takes Len/Rate, lands in
+// the receiver's region one Delay later (a WRITE WITH IMM then produces a
+// receive completion) and completes at the sender one more Delay later (the
+// RC acknowledgement). So an idle path's completion time for n bytes is
+// n·8/Rate + 2·Delay.
+//
+// Failure injection: a path can fail at a given time (FailAt) or on demand
+// (Fail). From then on nothing lands: the oldest outstanding work request
+// completes with StatusRetryExceeded after RetryTimeout (as an RC QP's
+// transport retries run out) and the rest, and anything posted later, with
+// StatusFlushed, as a QP in the error state flushes them. Congestion
+// injection: CNPEvery counts one CNP and one CE-marked packet for every so
+// many bytes a path carries.
+//
+// The Network owns the virtual clock. Drivers advance it with AdvanceTo
+// (or Run) and read it with Now; nothing here sleeps or starts goroutines.
+// A Network and its connections are not safe for concurrent use.
+package mem
+
+import (
+	"fmt"
+	"time"
+
+	"mptx/qp"
+	"mptx/units"
+	"mptx/vtime"
+)
+
+// PathConfig configures one in-memory path.
+type PathConfig struct {
+	Rate  units.BitRate // serialisation rate; required
+	Delay time.Duration // one-way delay; 0 means 5 µs
+	// FailAt, if set, fails the path at that instant.
+	FailAt vtime.Time
+	// CNPEvery, if > 0, counts one CNP (and one ECN-marked packet) per
+	// CNPEvery bytes the path carries.
+	CNPEvery units.Bytes
+	// NIC is the local NIC index reported in PathInfo.
+	NIC int
+}
+
+// Config configures a Network.
+type Config struct {
+	Paths []PathConfig
+	// SendRegion and RecvRegion are the registered regions; writes copy
+	// between them. A nil SendRegion sends zeros (timing only).
+	SendRegion []byte
+	RecvRegion []byte
+	// RetryTimeout is how long a failed path takes to report
+	// StatusRetryExceeded; 0 means 1 ms.
+	RetryTimeout time.Duration
+	// MaxSendWR is the send queue depth per path; 0 means 1024.
+	MaxSendWR int
+}
+
+type evKind uint8
+
+const (
+	evLand evKind = iota + 1
+	evComplete
+)
+
+type event struct {
+	at   vtime.Time
+	seq  uint64
+	kind evKind
+	path int
+	wr   qp.SendWR
+	st   qp.Status
+}
+
+// Network is an in-memory fabric with one sender Conn and one Receiver.
+type Network struct {
+	cfg   Config
+	now   vtime.Time
+	seq   uint64
+	heap  []event
+	paths []memPath
+	infos []qp.PathInfo
+
+	sendQ      ring
+	recvQ      ring
+	connClosed bool
+	recvClosed bool
+	conn   Conn
+	recv   Receiver
+}
+
+type memPath struct {
+	cfg       PathConfig
+	busyUntil vtime.Time
+	failed    bool
+	failAt    vtime.Time
+	retryDone bool // the StatusRetryExceeded completion has been issued
+	out       int  // outstanding work requests
+	carried   units.Bytes
+	counters  qp.Counters
+	bytes     units.Bytes // bytes landed
+}
+
+// New builds a Network at time vtime.Epoch.
+func New(cfg Config) (*Network, error) {
+	if len(cfg.Paths) == 0 {
+		return nil, fmt.Errorf("mem: Config.Paths is empty (valid: at least 1 path)")
+	}
+	for i, p := range cfg.Paths {
+		if p.Rate <= 0 {
+			return nil, fmt.Errorf("mem: Config.Paths[%d].Rate = %d bit/s (valid: > 0)", i, p.Rate)
+		}
+		if p.Delay < 0 {
+			return nil, fmt.Errorf("mem: Config.Paths[%d].Delay = %v (valid: >= 0)", i, p.Delay)
+		}
+		if p.CNPEvery < 0 {
+			return nil, fmt.Errorf("mem: Config.Paths[%d].CNPEvery = %d (valid: >= 0)", i, p.CNPEvery)
+		}
+	}
+	if cfg.RetryTimeout == 0 {
+		cfg.RetryTimeout = time.Millisecond
+	}
+	if cfg.MaxSendWR == 0 {
+		cfg.MaxSendWR = 1024
+	}
+	n := &Network{cfg: cfg, now: vtime.Epoch}
+	n.paths = make([]memPath, len(cfg.Paths))
+	n.infos = make([]qp.PathInfo, len(cfg.Paths))
+	for i, p := range cfg.Paths {
+		if p.Delay == 0 {
+			p.Delay = 5 * time.Microsecond
+		}
+		n.paths[i] = memPath{cfg: p}
+		n.infos[i] = qp.PathInfo{
+			QPN: uint32(0x100 + i), Device: fmt.Sprintf("mem%d", p.NIC), Port: 1, NIC: p.NIC,
+			SrcPort: uint16(49152 + i), LineRate: p.Rate, BaseRTT: 2 * p.Delay, MTU: 4096, Hops: 1,
+		}
+	}
+	n.heap = make([]event, 0, 1024)
+	n.sendQ.init(1024)
+	n.recvQ.init(1024)
+	n.conn.n = n
+	n.recv.n = n
+	return n, nil
+}
+
+// Conn returns the sender side.
+func (n *Network) Conn() *Conn { return &n.conn }
+
+// Receiver returns the receiver side.
+func (n *Network) Receiver() *Receiver { return &n.recv }
+
+// Now returns the network's virtual time.
+func (n *Network) Now() vtime.Time { return n.now }
+
+// Next returns the time of the next pending event, 0 if none.
+func (n *Network) Next() vtime.Time {
+	next := vtime.Time(0)
+	if len(n.heap) > 0 {
+		next = n.heap[0].at
+	}
+	for i := range n.paths {
+		p := &n.paths[i]
+		if !p.failed && p.cfg.FailAt != 0 {
+			next = vtime.Earliest(next, p.cfg.FailAt)
+		}
+	}
+	return next
+}
+
+// AdvanceTo runs every event due at or before t and sets the clock to t
+// (never backwards).
+func (n *Network) AdvanceTo(t vtime.Time) {
+	for {
+		for i := range n.paths {
+			p := &n.paths[i]
+			if !p.failed && p.cfg.FailAt != 0 && p.cfg.FailAt <= t && (len(n.heap) == 0 || p.cfg.FailAt <= n.heap[0].at) {
+				n.now = max(n.now, p.cfg.FailAt)
+				n.fail(i)
+			}
+		}
+		if len(n.heap) == 0 || n.heap[0].at > t {
+			break
+		}
+		ev := n.pop()
+		n.now = max(n.now, ev.at)
+		n.run(&ev)
+	}
+	n.now = max(n.now, t)
+}
+
+// Fail fails path i now (see the package doc).
+func (n *Network) Fail(i int) { n.fail(i) }
+
+// PathBytes returns the bytes that landed through path i.
+func (n *Network) PathBytes(i int) units.Bytes { return n.paths[i].bytes }
+
+func (n *Network) fail(i int) {
+	p := &n.paths[i]
+	if p.failed {
+		return
+	}
+	p.failed = true
+	p.failAt = n.now
+	// Work requests that have not landed yet never will: re-time their
+	// completions. Walk the heap and rewrite this path's events.
+	first := true
+	// Collect in order of sequence so the oldest gets the retry error.
+	var minSeq uint64 = ^uint64(0)
+	for j := range n.heap {
+		ev := &n.heap[j]
+		if ev.path == i && ev.kind == evLand && ev.seq < minSeq {
+			minSeq = ev.seq
+		}
+	}
+	for j := range n.heap {
+		ev := &n.heap[j]
+		if ev.path != i || ev.kind != evLand {
+			continue
+		}
+		ev.kind = evComplete
+		if ev.seq == minSeq && first {
+			ev.st = qp.StatusRetryExceeded
+			ev.at = n.now.Add(n.cfg.RetryTimeout)
+			p.retryDone = true
+			first = false
+		} else {
+			ev.st = qp.StatusFlushed
+			ev.at = n.now.Add(n.cfg.RetryTimeout)
+		}
+	}
+	n.heapify()
+}
+
+func (n *Network) run(ev *event) {
+	p := &n.paths[ev.path]
+	switch ev.kind {
+	case evLand:
+		wr := &ev.wr
+		if end := wr.Remote + wr.Len; wr.Remote < 0 || end > units.Bytes(len(n.cfg.RecvRegion)) {
+			n.push(event{at: n.now.Add(p.cfg.Delay), kind: evComplete, path: ev.path, wr: *wr, st: qp.StatusRemoteAccess})
+			return
+		}
+		if wr.Len > 0 {
+			dst := n.cfg.RecvRegion[wr.Remote : wr.Remote+wr.Len]
+			if n.cfg.SendRegion != nil {
+				copy(dst, n.cfg.SendRegion[wr.Local:wr.Local+wr.Len])
+			} else {
+				clear(dst)
+			}
+		}
+		p.bytes += wr.Len
+		if wr.Op == qp.OpWriteImm {
+			n.recvQ.push(qp.Completion{Path: ev.path, QPN: n.infos[ev.path].QPN, Op: qp.OpRecvImm, Status: qp.StatusOK, Bytes: wr.Len, Imm: wr.Imm, At: n.now})
+		}
+		n.push(event{at: n.now.Add(p.cfg.Delay), kind: evComplete, path: ev.path, wr: *wr, st: qp.StatusOK})
+	case evComplete:
+		p.out--
+		n.sendQ.push(qp.Completion{ID: ev.wr.ID, Path: ev.path, QPN: n.infos[ev.path].QPN, Op: ev.wr.Op, Status: ev.st, Bytes: ev.wr.Len, At: n.now})
+	}
+}
+
+// Conn is the sender side of a Network; it implements qp.Conn.
+type Conn struct{ n *Network }
+
+var _ qp.Conn = (*Conn)(nil)
+
+// Paths implements qp.Conn.
+func (c *Conn) Paths() []qp.PathInfo { return c.n.infos }
+
+// PostSend implements qp.Conn.
+func (c *Conn) PostSend(path int, wrs []qp.SendWR) (int, error) {
+	n := c.n
+	if n.connClosed {
+		return 0, qp.ErrClosed
+	}
+	if path < 0 || path >= len(n.paths) {
+		return 0, fmt.Errorf("mem: PostSend: path %d out of range [0, %d)", path, len(n.paths))
+	}
+	p := &n.paths[path]
+	for k := range wrs {
+		wr := &wrs[k]
+		if wr.Op != qp.OpWrite && wr.Op != qp.OpWriteImm {
+			return k, fmt.Errorf("mem: PostSend: wrs[%d].Op = %v (valid: WRITE, WRITE_WITH_IMM)", k, wr.Op)
+		}
+		if wr.Len < 0 || (n.cfg.SendRegion != nil && (wr.Local < 0 || wr.Local+wr.Len > units.Bytes(len(n.cfg.SendRegion)))) {
+			return k, fmt.Errorf("mem: PostSend: wrs[%d] local range [%d, %d) outside the send region (%d B)", k, wr.Local, wr.Local+wr.Len, len(n.cfg.SendRegion))
+		}
+		if p.out >= n.cfg.MaxSendWR {
+			return k, qp.ErrQueueFull
+		}
+		p.out++
+		if p.failed {
+			st := qp.StatusFlushed
+			at := n.now
+			if !p.retryDone {
+				st, at = qp.StatusRetryExceeded, n.now.Add(n.cfg.RetryTimeout)
+				p.retryDone = true
+			}
+			n.push(event{at: at, kind: evComplete, path: path, wr: *wr, st: st})
+			continue
+		}
+		start := max(n.now, p.busyUntil)
+		done := start.Add(p.cfg.Rate.TxTime(wr.Len))
+		p.busyUntil = done
+		if p.cfg.CNPEvery > 0 {
+			before := p.carried / p.cfg.CNPEvery
+			p.carried += wr.Len
+			if d := uint64(p.carried/p.cfg.CNPEvery - before); d > 0 {
+				p.counters.CNPReceived += d
+				p.counters.ECNMarked += d
+			}
+		}
+		n.push(event{at: done.Add(p.cfg.Delay), kind: evLand, path: path, wr: *wr})
+	}
+	return len(wrs), nil
+}
+
+// Poll implements qp.Conn.
+func (c *Conn) Poll(dst []qp.Completion) (int, error) {
+	if c.n.connClosed {
+		return 0, qp.ErrClosed
+	}
+	return c.n.sendQ.pop(dst), nil
+}
+
+// Counters implements qp.Conn.
+func (c *Conn) Counters(path int) (qp.Counters, error) {
+	if path < 0 || path >= len(c.n.paths) {
+		return qp.Counters{}, fmt.Errorf("mem: Counters: path %d out of range [0, %d)", path, len(c.n.paths))
+	}
+	return c.n.paths[path].counters, nil
+}
+
+// Caps implements qp.Conn.
+func (c *Conn) Caps() qp.Caps {
+	return qp.Caps{CarriesData: true, Timestamps: true, CNPCounters: true, ECNCounters: true,
+		MaxSendWR: c.n.cfg.MaxSendWR, MaxMessageBytes: units.GiB}
+}
+
+// Close implements qp.Conn.
+func (c *Conn) Close() error { c.n.connClosed = true; return nil }
+
+// Receiver is the receiving side of a Network; it implements qp.Receiver.
+type Receiver struct{ n *Network }
+
+var _ qp.Receiver = (*Receiver)(nil)
+
+// Poll implements qp.Receiver.
+func (r *Receiver) Poll(dst []qp.Completion) (int, error) {
+	if r.n.recvClosed {
+		return 0, qp.ErrClosed
+	}
+	return r.n.recvQ.pop(dst), nil
+}
+
+// Region implements qp.Receiver.
+func (r *Receiver) Region() []byte { return r.n.cfg.RecvRegion }
+
+// Close implements qp.Receiver.
+func (r *Receiver) Close() error { r.n.recvClosed = true; return nil }
+
+// ---------------------------------------------------------------------------
+// event heap (typed, allocation-free once grown) and completion rings
+
+func (n *Network) push(ev event) {
+	n.seq++
+	ev.seq = n.seq
+	n.heap = append(n.heap, ev)
+	n.up(len(n.heap) - 1)
+}
+
+func (n *Network) pop() event {
+	h := n.heap
+	top := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	n.heap = h[:last]
+	if last > 0 {
+		n.down(0)
+	}
+	return top
+}
+
+func (n *Network) less(i, j int) bool {
+	a, b := &n.heap[i], &n.heap[j]
+	return a.at < b.at || (a.at == b.at && a.seq < b.seq)
+}
+
+func (n *Network) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !n.less(i, p) {
+			break
+		}
+		n.heap[i], n.heap[p] = n.heap[p], n.heap[i]
+		i = p
+	}
+}
+
+func (n *Network) down(i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(n.heap) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(n.heap) && n.less(r, l) {
+			m = r
+		}
+		if !n.less(m, i) {
+			return
+		}
+		n.heap[i], n.heap[m] = n.heap[m], n.heap[i]
+		i = m
+	}
+}
+
+func (n *Network) heapify() {
+	for i := len(n.heap)/2 - 1; i >= 0; i-- {
+		n.down(i)
+	}
+}
+
+type ring struct {
+	buf  []qp.Completion
+	head int
+	n    int
+}
+
+func (r *ring) init(c int) { r.buf = make([]qp.Completion, c) }
+
+func (r *ring) push(c qp.Completion) {
+	if r.n == len(r.buf) {
+		nb := make([]qp.Completion, 2*len(r.buf))
+		for i := 0; i < r.n; i++ {
+			nb[i] = r.buf[(r.head+i)%len(r.buf)]
+		}
+		r.buf, r.head = nb, 0
+	}
+	r.buf[(r.head+r.n)%len(r.buf)] = c
+	r.n++
+}
+
+func (r *ring) pop(dst []qp.Completion) int {
+	k := 0
+	for k < len(dst) && r.n > 0 {
+		dst[k] = r.buf[r.head]
+		r.head++
+		if r.head == len(r.buf) {
+			r.head = 0
+		}
+		r.n--
+		k++
+	}
+	return k
+}
