@@ -90,8 +90,8 @@ type Network struct {
 	recvQ      ring
 	connClosed bool
 	recvClosed bool
-	conn   Conn
-	recv   Receiver
+	conn       Conn
+	recv       Receiver
 }
 
 type memPath struct {
