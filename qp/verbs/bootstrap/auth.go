@@ -1,0 +1,244 @@
+package bootstrap
+
+import (
+	"bufio"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"time"
+)
+
+// Version is the protocol version this package speaks.
+const Version = 1
+
+// MinSecret is the shortest accepted shared secret, in bytes.
+const MinSecret = 16
+
+const (
+	nonceLen = 32
+	tagLen   = sha256.Size
+	magic    = "MPTX"
+
+	statusAccept byte = 0xA5
+	statusReject byte = 0x5A
+
+	labelClient  = "mptx/1 client"
+	labelServer  = "mptx/1 server"
+	labelSession = "mptx/1 session"
+)
+
+// Errors. They are wrapped with detail; match them with errors.Is.
+var (
+	// ErrAuth: the peer does not know the shared secret (or we do not
+	// know the peer's).
+	ErrAuth = errors.New("bootstrap: authentication failed")
+	// ErrProtocol: the peer sent something that is not this protocol.
+	ErrProtocol = errors.New("bootstrap: protocol error")
+	// ErrIntegrity: a frame's tag did not verify (altered, replayed,
+	// reordered or reflected).
+	ErrIntegrity = errors.New("bootstrap: frame integrity check failed")
+	// ErrAborted: the peer sent Abort; the wrapped message says why.
+	ErrAborted = errors.New("bootstrap: peer aborted")
+)
+
+// DefaultHandshakeTimeout bounds authentication when the context has no
+// deadline, so that a silent peer cannot hold a listener's slot forever.
+const DefaultHandshakeTimeout = 10 * time.Second
+
+// Session is an authenticated control channel. Its zero value is not
+// usable; get one from Client or Server. It is not safe for concurrent use.
+type Session struct {
+	conn   net.Conn
+	r      *bufio.Reader
+	key    [tagLen]byte
+	server bool
+	sendSeq,
+	recvSeq uint64
+	buf []byte // frame scratch
+}
+
+// checkSecret validates a shared secret.
+func checkSecret(secret []byte) error {
+	if len(secret) < MinSecret {
+		return fmt.Errorf("bootstrap: secret is %d bytes; need at least %d (use e.g. 32 random bytes)", len(secret), MinSecret)
+	}
+	return nil
+}
+
+func mac(key []byte, label string, parts ...[]byte) []byte {
+	h := hmac.New(sha256.New, key)
+	h.Write([]byte(label))
+	for _, p := range parts {
+		h.Write(p)
+	}
+	return h.Sum(nil)
+}
+
+// deadline applies ctx's deadline (or DefaultHandshakeTimeout) to conn
+// and makes cancellation of ctx interrupt blocked I/O. The returned func
+// undoes both.
+func deadline(ctx context.Context, conn net.Conn, def time.Duration) func() {
+	d, ok := ctx.Deadline()
+	if !ok && def > 0 {
+		d, ok = time.Now().Add(def), true
+	}
+	if ok {
+		_ = conn.SetDeadline(d)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	return func() {
+		stop()
+		_ = conn.SetDeadline(time.Time{})
+	}
+}
+
+// ioErr turns an I/O error during step into a descriptive error, preferring
+// the context's error when it caused the failure.
+func ioErr(ctx context.Context, step string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("bootstrap: %s: %w", step, ctx.Err())
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// The connection's deadline is the context's (or the default
+		// handshake timeout): report it as the context's expiry even if
+		// the context's own timer has not fired yet.
+		if d, ok := ctx.Deadline(); ok && !time.Now().Before(d.Add(-time.Millisecond)) {
+			return fmt.Errorf("bootstrap: %s: %w", step, context.DeadlineExceeded)
+		}
+		return fmt.Errorf("bootstrap: %s: timed out: %w", step, err)
+	}
+	return fmt.Errorf("bootstrap: %s: %w", step, err)
+}
+
+// Client authenticates to the server at the other end of conn with secret
+// (steps 2 and 4 of the package doc). On success the Session owns conn; on
+// failure conn is closed. A server that rejects us yields ErrAuth.
+func Client(ctx context.Context, conn net.Conn, secret []byte) (*Session, error) {
+	if err := checkSecret(secret); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	undo := deadline(ctx, conn, DefaultHandshakeTimeout)
+	s, err := clientHandshake(ctx, conn, secret)
+	undo()
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func clientHandshake(ctx context.Context, conn net.Conn, secret []byte) (*Session, error) {
+	r := bufio.NewReader(conn)
+	var hello [len(magic) + 2 + nonceLen]byte
+	if _, err := io.ReadFull(r, hello[:]); err != nil {
+		return nil, ioErr(ctx, "reading server hello", err)
+	}
+	if string(hello[:len(magic)]) != magic {
+		return nil, fmt.Errorf("%w: server hello starts with %q, want %q (not an mptx receiver?)", ErrProtocol, hello[:len(magic)], magic)
+	}
+	if v := binary.BigEndian.Uint16(hello[len(magic):]); v != Version {
+		return nil, fmt.Errorf("%w: server speaks version %d, we speak %d", ErrProtocol, v, Version)
+	}
+	nonceS := hello[len(magic)+2:]
+	nonceC := make([]byte, nonceLen)
+	if _, err := rand.Read(nonceC); err != nil {
+		return nil, fmt.Errorf("bootstrap: random nonce: %w", err)
+	}
+	resp := append(append([]byte(nil), nonceC...), mac(secret, labelClient, nonceS, nonceC)...)
+	if _, err := conn.Write(resp); err != nil {
+		return nil, ioErr(ctx, "sending client response", err)
+	}
+	st, err := r.ReadByte()
+	if err != nil {
+		return nil, ioErr(ctx, "reading server verdict", fmt.Errorf("%w (the server closed the connection: wrong secret?)", err))
+	}
+	switch st {
+	case statusReject:
+		return nil, fmt.Errorf("%w: the server rejected our proof (different shared secret)", ErrAuth)
+	case statusAccept:
+	default:
+		return nil, fmt.Errorf("%w: server verdict byte %#x", ErrProtocol, st)
+	}
+	proof := make([]byte, tagLen)
+	if _, err := io.ReadFull(r, proof); err != nil {
+		return nil, ioErr(ctx, "reading server proof", err)
+	}
+	if !hmac.Equal(proof, mac(secret, labelServer, nonceC, nonceS)) {
+		return nil, fmt.Errorf("%w: the server does not know the shared secret", ErrAuth)
+	}
+	s := &Session{conn: conn, r: r}
+	copy(s.key[:], mac(secret, labelSession, nonceS, nonceC))
+	return s, nil
+}
+
+// Server authenticates the client at the other end of conn (steps 1 and 3
+// of the package doc). It creates nothing and reveals nothing before the
+// client's proof verifies. On success the Session owns conn; on failure
+// conn is closed and the error wraps ErrAuth or ErrProtocol.
+func Server(ctx context.Context, conn net.Conn, secret []byte) (*Session, error) {
+	if err := checkSecret(secret); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	undo := deadline(ctx, conn, DefaultHandshakeTimeout)
+	s, err := serverHandshake(ctx, conn, secret)
+	undo()
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func serverHandshake(ctx context.Context, conn net.Conn, secret []byte) (*Session, error) {
+	hello := make([]byte, len(magic)+2+nonceLen)
+	copy(hello, magic)
+	binary.BigEndian.PutUint16(hello[len(magic):], Version)
+	nonceS := hello[len(magic)+2:]
+	if _, err := rand.Read(nonceS); err != nil {
+		return nil, fmt.Errorf("bootstrap: random nonce: %w", err)
+	}
+	if _, err := conn.Write(hello); err != nil {
+		return nil, ioErr(ctx, "sending hello", err)
+	}
+	r := bufio.NewReader(conn)
+	resp := make([]byte, nonceLen+tagLen)
+	if _, err := io.ReadFull(r, resp); err != nil {
+		return nil, ioErr(ctx, "reading client response", err)
+	}
+	nonceC, tag := resp[:nonceLen], resp[nonceLen:]
+	if !hmac.Equal(tag, mac(secret, labelClient, nonceS, nonceC)) {
+		_, _ = conn.Write([]byte{statusReject})
+		return nil, fmt.Errorf("%w: client %s does not know the shared secret", ErrAuth, conn.RemoteAddr())
+	}
+	out := append([]byte{statusAccept}, mac(secret, labelServer, nonceC, nonceS)...)
+	if _, err := conn.Write(out); err != nil {
+		return nil, ioErr(ctx, "sending server proof", err)
+	}
+	s := &Session{conn: conn, r: r, server: true}
+	copy(s.key[:], mac(secret, labelSession, nonceS, nonceC))
+	return s, nil
+}
+
+// RemoteAddr returns the peer's address.
+func (s *Session) RemoteAddr() net.Addr { return s.conn.RemoteAddr() }
+
+// LocalAddr returns our end's address.
+func (s *Session) LocalAddr() net.Addr { return s.conn.LocalAddr() }
+
+// Close closes the control connection. It is idempotent.
+func (s *Session) Close() error {
+	err := s.conn.Close()
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}

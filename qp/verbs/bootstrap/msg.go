@@ -1,0 +1,413 @@
+package bootstrap
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// MaxPayload is the largest frame payload, in bytes.
+const MaxPayload = 64 << 10
+
+// MaxPaths is the most path endpoints a message may carry.
+const MaxPaths = 256
+
+// Type is a frame's message type.
+type Type uint8
+
+// Message types.
+const (
+	TypeOffer   Type = 1
+	TypeAccept  Type = 2
+	TypeReady   Type = 3
+	TypeReceipt Type = 4
+	TypeAbort   Type = 5
+)
+
+// String returns the type's name.
+func (t Type) String() string {
+	switch t {
+	case TypeOffer:
+		return "Offer"
+	case TypeAccept:
+		return "Accept"
+	case TypeReady:
+		return "Ready"
+	case TypeReceipt:
+		return "Receipt"
+	case TypeAbort:
+		return "Abort"
+	}
+	return fmt.Sprintf("Type(%d)", uint8(t))
+}
+
+// Capability flags (Offer.Caps, Accept.Caps).
+const (
+	// CapCRC: the sender supplies the tensor's CRC-32C in Offer.CRC32C and
+	// the receiver checks it before its Receipt.
+	CapCRC uint32 = 1 << iota
+	// CapTimestamps: the side has NIC completion timestamps.
+	CapTimestamps
+	// CapHWRateLimit: the side can rate-limit each QP in hardware.
+	CapHWRateLimit
+	// CapMemoryWindow: the receive region is exposed through memory
+	// windows bound per path (type 2) rather than a dedicated MR.
+	CapMemoryWindow
+)
+
+// Endpoint is one end of one path (one RC queue pair).
+type Endpoint struct {
+	QPN       uint32   // queue pair number (24 bits)
+	PSN       uint32   // initial packet sequence number (24 bits)
+	GID       [16]byte // the QP's source GID (RoCEv2: IPv4-mapped or IPv6 address)
+	MTU       uint32   // active path MTU in bytes (256..4096)
+	FlowLabel uint32   // IPv6 flow label the peer should use towards us (20 bits), 0 for none
+	Rkey      uint32   // Accept only: the rkey that opens the region on this path
+	NIC       uint16   // index of the NIC within its host's list
+	Device    string   // device name, for diagnostics ("rxe0", "mlx5_1")
+}
+
+// Offer is the sender's proposal: the tensor and its side of every path.
+type Offer struct {
+	Caps      uint32
+	Size      uint64 // tensor bytes; the receiver advertises a region of exactly this size
+	ChunkSize uint64 // bytes per chunk (informational; the receiver tracks chunks by immediate)
+	CRC32C    uint32 // valid when Caps&CapCRC
+	Name      string // file or tensor name, for display
+	Paths     []Endpoint
+}
+
+// Accept is the receiver's answer: its side of every path (in the order of
+// the Offer's paths) and the region the sender may write.
+type Accept struct {
+	Caps       uint32
+	RegionAddr uint64 // virtual address of the region in the receiver (what RDMA WRITE targets)
+	RegionLen  uint64 // bytes
+	Paths      []Endpoint
+}
+
+// Receipt is the receiver's verdict after the transfer.
+type Receipt struct {
+	OK      bool
+	Bytes   uint64 // bytes the receiver saw complete
+	CRC32C  uint32 // CRC-32C the receiver computed (0 if not checked)
+	Message string // why not OK, or a note
+}
+
+// Abort ends the exchange with a reason.
+type Abort struct{ Reason string }
+
+// --- encoding ---
+
+type enc struct{ b []byte }
+
+func (e *enc) u8(v uint8)   { e.b = append(e.b, v) }
+func (e *enc) u16(v uint16) { e.b = binary.BigEndian.AppendUint16(e.b, v) }
+func (e *enc) u32(v uint32) { e.b = binary.BigEndian.AppendUint32(e.b, v) }
+func (e *enc) u64(v uint64) { e.b = binary.BigEndian.AppendUint64(e.b, v) }
+func (e *enc) str(s string) {
+	if len(s) > 1024 {
+		s = s[:1024]
+	}
+	e.u16(uint16(len(s)))
+	e.b = append(e.b, s...)
+}
+func (e *enc) endpoints(ps []Endpoint) {
+	e.u16(uint16(len(ps)))
+	for _, p := range ps {
+		e.u32(p.QPN)
+		e.u32(p.PSN)
+		e.b = append(e.b, p.GID[:]...)
+		e.u32(p.MTU)
+		e.u32(p.FlowLabel)
+		e.u32(p.Rkey)
+		e.u16(p.NIC)
+		e.str(p.Device)
+	}
+}
+
+type dec struct {
+	b   []byte
+	err error
+}
+
+func (d *dec) need(n int) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if len(d.b) < n {
+		d.err = fmt.Errorf("%w: message truncated", ErrProtocol)
+		return nil
+	}
+	v := d.b[:n]
+	d.b = d.b[n:]
+	return v
+}
+func (d *dec) u8() uint8 {
+	if v := d.need(1); v != nil {
+		return v[0]
+	}
+	return 0
+}
+func (d *dec) u16() uint16 {
+	if v := d.need(2); v != nil {
+		return binary.BigEndian.Uint16(v)
+	}
+	return 0
+}
+func (d *dec) u32() uint32 {
+	if v := d.need(4); v != nil {
+		return binary.BigEndian.Uint32(v)
+	}
+	return 0
+}
+func (d *dec) u64() uint64 {
+	if v := d.need(8); v != nil {
+		return binary.BigEndian.Uint64(v)
+	}
+	return 0
+}
+func (d *dec) str() string { return string(d.need(int(d.u16()))) }
+func (d *dec) endpoints() []Endpoint {
+	n := int(d.u16())
+	if n > MaxPaths {
+		d.err = fmt.Errorf("%w: %d paths, at most %d", ErrProtocol, n, MaxPaths)
+		return nil
+	}
+	ps := make([]Endpoint, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		var p Endpoint
+		p.QPN = d.u32()
+		p.PSN = d.u32()
+		copy(p.GID[:], d.need(16))
+		p.MTU = d.u32()
+		p.FlowLabel = d.u32()
+		p.Rkey = d.u32()
+		p.NIC = d.u16()
+		p.Device = d.str()
+		ps = append(ps, p)
+	}
+	return ps
+}
+func (d *dec) done() error {
+	if d.err == nil && len(d.b) != 0 {
+		d.err = fmt.Errorf("%w: %d trailing bytes", ErrProtocol, len(d.b))
+	}
+	return d.err
+}
+
+// Marshal forms.
+
+func (m *Offer) marshal(e *enc) {
+	e.u32(m.Caps)
+	e.u64(m.Size)
+	e.u64(m.ChunkSize)
+	e.u32(m.CRC32C)
+	e.str(m.Name)
+	e.endpoints(m.Paths)
+}
+
+func (m *Offer) unmarshal(d *dec) {
+	m.Caps = d.u32()
+	m.Size = d.u64()
+	m.ChunkSize = d.u64()
+	m.CRC32C = d.u32()
+	m.Name = d.str()
+	m.Paths = d.endpoints()
+}
+
+func (m *Accept) marshal(e *enc) {
+	e.u32(m.Caps)
+	e.u64(m.RegionAddr)
+	e.u64(m.RegionLen)
+	e.endpoints(m.Paths)
+}
+
+func (m *Accept) unmarshal(d *dec) {
+	m.Caps = d.u32()
+	m.RegionAddr = d.u64()
+	m.RegionLen = d.u64()
+	m.Paths = d.endpoints()
+}
+
+func (m *Receipt) marshal(e *enc) {
+	b := uint8(0)
+	if m.OK {
+		b = 1
+	}
+	e.u8(b)
+	e.u64(m.Bytes)
+	e.u32(m.CRC32C)
+	e.str(m.Message)
+}
+
+func (m *Receipt) unmarshal(d *dec) {
+	m.OK = d.u8() == 1
+	m.Bytes = d.u64()
+	m.CRC32C = d.u32()
+	m.Message = d.str()
+}
+
+// --- framing ---
+
+func (s *Session) tag(dir byte, seq uint64, t Type, payload []byte) []byte {
+	h := hmac.New(sha256.New, s.key[:])
+	var hdr [10]byte
+	hdr[0] = dir
+	binary.BigEndian.PutUint64(hdr[1:], seq)
+	hdr[9] = byte(t)
+	h.Write(hdr[:])
+	h.Write(payload)
+	return h.Sum(nil)
+}
+
+func (s *Session) dir(sending bool) byte {
+	if s.server == sending {
+		return 'S'
+	}
+	return 'C'
+}
+
+func (s *Session) writeFrame(ctx context.Context, t Type, payload []byte) error {
+	if len(payload) > MaxPayload {
+		return fmt.Errorf("bootstrap: %s payload is %d bytes, at most %d", t, len(payload), MaxPayload)
+	}
+	s.buf = s.buf[:0]
+	s.buf = binary.BigEndian.AppendUint32(s.buf, uint32(len(payload)))
+	s.buf = append(s.buf, byte(t))
+	s.buf = append(s.buf, payload...)
+	s.buf = append(s.buf, s.tag(s.dir(true), s.sendSeq, t, payload)...)
+	s.sendSeq++
+	undo := deadline(ctx, s.conn, 0)
+	defer undo()
+	if _, err := s.conn.Write(s.buf); err != nil {
+		return ioErr(ctx, "sending "+t.String(), err)
+	}
+	return nil
+}
+
+func (s *Session) readFrame(ctx context.Context) (Type, []byte, error) {
+	undo := deadline(ctx, s.conn, 0)
+	defer undo()
+	var hdr [5]byte
+	if _, err := io.ReadFull(s.r, hdr[:]); err != nil {
+		if errors.Is(err, io.EOF) {
+			return 0, nil, fmt.Errorf("bootstrap: peer closed the control connection: %w", io.EOF)
+		}
+		return 0, nil, ioErr(ctx, "reading frame", err)
+	}
+	n := binary.BigEndian.Uint32(hdr[:4])
+	if n > MaxPayload {
+		return 0, nil, fmt.Errorf("%w: frame of %d bytes, at most %d", ErrProtocol, n, MaxPayload)
+	}
+	t := Type(hdr[4])
+	body := make([]byte, int(n)+tagLen)
+	if _, err := io.ReadFull(s.r, body); err != nil {
+		return 0, nil, ioErr(ctx, "reading frame body", err)
+	}
+	payload, tag := body[:n], body[n:]
+	if !hmac.Equal(tag, s.tag(s.dir(false), s.recvSeq, t, payload)) {
+		return 0, nil, fmt.Errorf("%w (%s frame #%d)", ErrIntegrity, t, s.recvSeq)
+	}
+	s.recvSeq++
+	return t, payload, nil
+}
+
+// message is implemented by the typed messages with a payload.
+type message interface {
+	marshal(*enc)
+	unmarshal(*dec)
+}
+
+func (s *Session) send(ctx context.Context, t Type, m message) error {
+	var e enc
+	if m != nil {
+		m.marshal(&e)
+	}
+	return s.writeFrame(ctx, t, e.b)
+}
+
+// recv reads the next frame and decodes it into m, which must be of type
+// want. An Abort frame yields ErrAborted with the peer's reason.
+func (s *Session) recv(ctx context.Context, want Type, m message) error {
+	t, payload, err := s.readFrame(ctx)
+	if err != nil {
+		return err
+	}
+	d := &dec{b: payload}
+	if t == TypeAbort {
+		reason := d.str()
+		return fmt.Errorf("%w: %s", ErrAborted, reason)
+	}
+	if t != want {
+		return fmt.Errorf("%w: got %s, want %s", ErrProtocol, t, want)
+	}
+	if m != nil {
+		m.unmarshal(d)
+	}
+	return d.done()
+}
+
+// SendOffer sends the sender's Offer.
+func (s *Session) SendOffer(ctx context.Context, m *Offer) error {
+	if len(m.Paths) == 0 || len(m.Paths) > MaxPaths {
+		return fmt.Errorf("bootstrap: Offer has %d paths, want 1..%d", len(m.Paths), MaxPaths)
+	}
+	return s.send(ctx, TypeOffer, m)
+}
+
+// RecvOffer reads the sender's Offer.
+func (s *Session) RecvOffer(ctx context.Context) (*Offer, error) {
+	m := new(Offer)
+	if err := s.recv(ctx, TypeOffer, m); err != nil {
+		return nil, err
+	}
+	if len(m.Paths) == 0 {
+		return nil, fmt.Errorf("%w: Offer has no paths", ErrProtocol)
+	}
+	return m, nil
+}
+
+// SendAccept sends the receiver's Accept.
+func (s *Session) SendAccept(ctx context.Context, m *Accept) error { return s.send(ctx, TypeAccept, m) }
+
+// RecvAccept reads the receiver's Accept.
+func (s *Session) RecvAccept(ctx context.Context) (*Accept, error) {
+	m := new(Accept)
+	if err := s.recv(ctx, TypeAccept, m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// SendReady tells the receiver that the sender's queue pairs are ready to send.
+func (s *Session) SendReady(ctx context.Context) error { return s.send(ctx, TypeReady, nil) }
+
+// RecvReady waits for the sender's Ready.
+func (s *Session) RecvReady(ctx context.Context) error { return s.recv(ctx, TypeReady, nil) }
+
+// SendReceipt sends the receiver's verdict.
+func (s *Session) SendReceipt(ctx context.Context, m *Receipt) error {
+	return s.send(ctx, TypeReceipt, m)
+}
+
+// RecvReceipt waits for the receiver's verdict.
+func (s *Session) RecvReceipt(ctx context.Context) (*Receipt, error) {
+	m := new(Receipt)
+	if err := s.recv(ctx, TypeReceipt, m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// SendAbort tells the peer why we give up. Errors are ignored by design:
+// the connection is about to be closed anyway.
+func (s *Session) SendAbort(ctx context.Context, reason string) {
+	var e enc
+	e.str(reason)
+	_ = s.writeFrame(ctx, TypeAbort, e.b)
+}
