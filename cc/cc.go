@@ -16,6 +16,52 @@
 //
 // Algorithms are not safe for concurrent use; each has one owner.
 //
+// Time inside an algorithm never runs backwards: an event stamped earlier
+// than one already seen is treated as happening at the later time. Every
+// event first runs the algorithm's timers that are due at or before its
+// Now, so results do not depend on whether (or how late) the driver called
+// OnTimer first. Event methods never fail, never allocate and tolerate
+// zero, negative and huge values (they are clamped); Window and Rate are
+// always at least 1.
+//
+// # Algorithms
+//
+// Each is registered under its name and has a typed config, a constructor
+// that validates it, and documented, cited defaults:
+//
+//   - "dcqcn": DCQCN (Zhu et al., SIGCOMM 2015), rate-based. Signal: CNPs
+//     (OnCNP); OnSend feeds its byte counter. Works on verbs (CNP
+//     counters) and in the simulator, which also runs it per QP as the
+//     NIC's DCQCN, driven per packet.
+//   - "timely": TIMELY (Mittal et al., SIGCOMM 2015), rate-based. Signal:
+//     RTT samples (Ack.RTT) and their gradient.
+//   - "swift": Swift (Kumar et al., SIGCOMM 2020), window-based, pacing
+//     below one MTU. Signals: RTT samples against a delay target, losses
+//     and timeouts.
+//   - "hpcc": HPCC (Li et al., SIGCOMM 2019), window-based with rate W/T.
+//     Signal: per-hop INT on every ACK (Ack.Hops), which only the
+//     simulator provides; without it (verbs) HPCC holds its window.
+//   - "fixed": a constant window and rate; no signal.
+//
+// Algorithms that expose internal state (DCQCN's α and target rate,
+// Swift's cwnd, HPCC's U, ...) implement Stater.
+//
+// # Configuration
+//
+// NewDCQCN(DCQCNConfig, PathInfo) and its siblings take typed configs
+// whose zero fields take the defaults documented on each field (many scale
+// with the path: DCQCN's AI with the line rate, HPCC's T with the base
+// RTT). Fields that may legitimately be zero (a timer turned off) take a
+// negative value for zero. Validation errors name the field, its registry
+// parameter, the bad value and the valid range.
+//
+// New(name, params, path) builds any registered algorithm from string
+// parameters, as the CLI and experiment specs give them: numbers
+// ("0.0039"), durations ("50us"), rates ("40Mbps", units.ParseBitRate)
+// and sizes ("4KiB", units.ParseBytes). Parameters are literal ("0" turns
+// a field off where that is allowed); unknown names and bad values are
+// errors. Names lists the registered algorithms.
+//
 // # Units
 //
 // Times are vtime.Time (ns), durations time.Duration, sizes units.Bytes,
