@@ -1,0 +1,818 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"mptx/cc"
+	"mptx/qp"
+	"mptx/units"
+)
+
+// Errors returned by QP.PostSend.
+var (
+	// ErrQPError: the QP is in the error state (retry exhaustion); the
+	// driver treats the path as down.
+	ErrQPError = errors.New("sim: QP in error state")
+	// ErrBadWR: the work request is malformed (opcode or length).
+	ErrBadWR = errors.New("sim: bad work request")
+	// ErrNotConnected: the QP has no peer yet (QP.Connect).
+	ErrNotConnected = errors.New("sim: QP not connected")
+)
+
+// MaxMessage is the largest RDMA message (IBA: 2^31 bytes).
+const MaxMessage = units.Bytes(1) << 31
+
+// NIC is a RoCEv2 NIC port: it owns RC queue pairs, segments their work
+// requests into MTU packets, arbitrates among them at line rate (packet by
+// packet round robin over QPs that have data, are within their rate limit
+// and within their NIC congestion controller's window), acknowledges what
+// it receives, generates CNPs as the DCQCN notification point, and runs
+// go-back-N loss recovery with the RC retry timer.
+//
+// A NIC never queues data: its port pulls the next packet from the arbiter
+// when the wire is free, so a QP's packets are created at transmission
+// time. Received data is consumed at line rate (the NIC's receive side never
+// backpressures; Deviation: NICs that send PFC are not modelled).
+type NIC struct {
+	w      *World
+	net    *Network
+	id     int32
+	name   string
+	host   *Host
+	rail   int
+	cfg    NICConfig
+	port   *Port
+	qps    []*QP
+	active []*QP // QPs with packets to send, in arbitration order
+	rr     int
+	rto    Time
+	mtu    int32
+}
+
+// qpnBase is the first QPN a NIC hands out (0 and 1 are IB's SMI and GSI).
+const qpnBase = 0x100
+
+// ID returns the NIC's endpoint id (its address in route tables).
+func (n *NIC) ID() int { return int(n.id) }
+
+// Name returns the NIC's name, "host/nicR".
+func (n *NIC) Name() string { return n.name }
+
+// Host returns the host the NIC belongs to.
+func (n *NIC) Host() *Host { return n.host }
+
+// Rail returns the NIC's index on its host.
+func (n *NIC) Rail() int { return n.rail }
+
+// Port returns the NIC's port.
+func (n *NIC) Port() *Port { return n.port }
+
+// Config returns the NIC's configuration with defaults applied.
+func (n *NIC) Config() NICConfig { return n.cfg }
+
+// QPs returns the NIC's queue pairs, in creation order.
+func (n *NIC) QPs() []*QP { return n.qps }
+
+// Receive implements Sink: a frame arrived from the NIC's link.
+func (n *NIC) Receive(p *Packet) {
+	now := n.w.now
+	switch p.Kind {
+	case KindPFC:
+		n.port.onPFC(p, now)
+	case KindData, KindAck, KindNak, KindCNP:
+		i := int(p.QPN) - qpnBase
+		if i < 0 || i >= len(n.qps) {
+			n.port.c.NoRoute++
+			break
+		}
+		q := n.qps[i]
+		switch p.Kind {
+		case KindData:
+			q.onData(p, now)
+		case KindCNP:
+			q.onCNP(now)
+		default:
+			q.onAck(p, now)
+		}
+	}
+	n.w.FreePacket(p)
+}
+
+// activate puts q in the arbiter and starts the port if it is idle.
+func (n *NIC) activate(q *QP) {
+	if !q.active {
+		q.active = true
+		n.active = append(n.active, q)
+	}
+	n.port.kick(n.w.now)
+}
+
+// deactivate removes q from the arbiter, keeping the order of the others.
+func (n *NIC) deactivate(q *QP) {
+	if !q.active {
+		return
+	}
+	q.active = false
+	for i, a := range n.active {
+		if a == q {
+			copy(n.active[i:], n.active[i+1:])
+			n.active[len(n.active)-1] = nil
+			n.active = n.active[:len(n.active)-1]
+			if n.rr > i {
+				n.rr--
+			}
+			break
+		}
+	}
+	if n.rr >= len(n.active) {
+		n.rr = 0
+	}
+}
+
+// pull is the line-rate arbiter: it returns the next data packet to put on
+// the wire, or nil, in which case it has armed the port's timer for when a
+// rate-limited QP may send again.
+func (n *NIC) pull(now Time) *Packet {
+	na := len(n.active)
+	var wake Time
+	for i := 0; i < na; i++ {
+		idx := n.rr + i
+		if idx >= na {
+			idx -= na
+		}
+		q := n.active[idx]
+		if q.nextTx > now {
+			if wake == 0 || q.nextTx < wake {
+				wake = q.nextTx
+			}
+			continue
+		}
+		if q.cc != nil && q.windowFull() {
+			continue
+		}
+		n.rr = idx + 1
+		if n.rr >= na {
+			n.rr = 0
+		}
+		p := q.nextPacket(now)
+		if !q.hasData() {
+			n.deactivate(q)
+		}
+		return p
+	}
+	if wake != 0 {
+		n.port.tx.ResetEarlier(wake)
+	}
+	return nil
+}
+
+// sendCtrl queues a control packet on the NIC's port.
+func (n *NIC) sendCtrl(p *Packet) { n.port.enqueueCtrl(p, n.w.now) }
+
+// QPHandler receives a QP's completions, synchronously from inside the
+// event loop. hops (INT stamps of the acknowledgement that completed the
+// work request) is valid only during the call.
+type QPHandler interface {
+	SendDone(q *QP, wr *qp.SendWR, st qp.Status, at Time, hops []qp.INTHop)
+	RecvImm(q *QP, imm uint32, n units.Bytes, at Time)
+}
+
+// QPConfig configures a queue pair.
+type QPConfig struct {
+	// SrcPort is the RoCEv2 UDP source port (ECMP entropy); 0 draws one
+	// from the world's RNG in 49152..65535.
+	SrcPort uint16
+	// RateLimit is the QP's hardware rate limit
+	// (ibv_modify_qp_rate_limit(3)); 0 means none.
+	RateLimit units.BitRate
+	// Handler receives completions; nil discards them.
+	Handler QPHandler
+	// Path is an opaque index reported back through the handler's QP.Path.
+	Path int
+}
+
+// QPCounters are a QP's cumulative counters: the requester's and the
+// responder's halves.
+type QPCounters struct {
+	// requester
+	TxPackets    uint64 // data packets sent, including retransmissions
+	TxBytes      uint64 // payload bytes sent, including retransmissions
+	Retransmits  uint64 // data packets sent again (go-back-N)
+	AckedBytes   uint64 // payload bytes of completed work requests
+	WRsDone      uint64 // work requests completed successfully
+	NAKsReceived uint64
+	Timeouts     uint64 // retry-timer expirations
+	CNPsReceived uint64
+	// responder
+	RxPackets  uint64 // data packets accepted in order
+	RxBytes    uint64 // payload bytes accepted in order
+	ECNMarked  uint64 // CE-marked data packets received
+	CNPsSent   uint64
+	NAKsSent   uint64
+	AcksSent   uint64
+	OOSDrops   uint64 // out-of-sequence packets discarded
+	Duplicates uint64 // already-received packets discarded
+}
+
+// QP is a reliable-connected queue pair. As a requester it holds a send
+// queue of work requests and sends them as PSN-numbered packets; as a
+// responder it accepts packets in PSN order only (go-back-N: anything else
+// is discarded, and the first gap is NAKed), acknowledges cumulatively and
+// reports WRITE WITH IMM arrivals.
+//
+// PSNs are unwrapped 32-bit counters (Deviation: IB wraps at 2^24; the
+// simulator never runs 2^32 packets on one QP).
+type QP struct {
+	nic     *NIC
+	qpn     uint32
+	path    int
+	peer    int32 // remote endpoint id, -1 until connected
+	peerQPN uint32
+	srcPort uint16
+	flow    uint64
+	handler QPHandler
+	state   uint8 // qpReady or qpError
+
+	// send queue: a ring of posted, not yet completed work requests
+	sq    []sqEntry
+	sqHd  int
+	sqN   int
+	cur   int         // index (from sqHd) of the WR holding sndNxt
+	curOf units.Bytes // byte offset of sndNxt in that WR
+
+	sndUna  uint32 // oldest unacknowledged PSN
+	sndNxt  uint32 // next PSN to send
+	sndEnd  uint32 // PSN after the last posted packet
+	maxSent uint32 // highest PSN sent + 1
+	retries int
+	rto     Timer
+	active  bool
+
+	rateLimit units.BitRate
+	nextTx    Time // earliest start of the next packet (pacing)
+	cc        cc.Algorithm
+	ccTimer   Timer
+	ccEv      ccEvent
+	lineRate  units.BitRate
+
+	// responder
+	ePSN      uint32
+	msgBytes  units.Bytes
+	unacked   int
+	lastCNP   Time
+	cnpSent   bool
+	lastNak   uint32
+	nakAt     Time
+	nakSent   bool
+	lastDup   uint32
+	dupAt     Time
+	dupAcked  bool
+	hopsBuf   [MaxHops]qp.INTHop
+	ccHopsBuf [cc.MaxHops]cc.INTHop
+
+	c QPCounters
+}
+
+const (
+	qpReady uint8 = iota
+	qpError
+)
+
+type sqEntry struct {
+	wr    qp.SendWR
+	first uint32 // PSN of the first packet
+	npkts uint32
+}
+
+// ccEvent fires the NIC congestion controller's timer.
+type ccEvent struct{ q *QP }
+
+func (e *ccEvent) Fire(now Time) {
+	q := e.q
+	if q.cc == nil || q.state != qpReady {
+		return
+	}
+	q.cc.OnTimer(now.VTime())
+	q.armCC(now)
+}
+
+// NewQP creates a queue pair on the NIC. It must be connected to a peer QP
+// (Connect) before it sends.
+func (n *NIC) NewQP(cfg QPConfig) (*QP, error) {
+	if n.port == nil {
+		return nil, fmt.Errorf("sim: NIC %s has no link yet (Network.Link it first)", n.name)
+	}
+	if cfg.RateLimit < 0 {
+		return nil, fmt.Errorf("sim: QPConfig.RateLimit = %v (valid: >= 0)", cfg.RateLimit)
+	}
+	depth := 1
+	for depth < n.cfg.MaxSendWR {
+		depth <<= 1
+	}
+	q := &QP{
+		nic:       n,
+		qpn:       uint32(qpnBase + len(n.qps)),
+		path:      cfg.Path,
+		peer:      -1,
+		srcPort:   cfg.SrcPort,
+		handler:   cfg.Handler,
+		sq:        make([]sqEntry, depth),
+		rateLimit: cfg.RateLimit,
+		lineRate:  n.port.rate,
+	}
+	if q.srcPort == 0 {
+		q.srcPort = uint16(49152 + n.w.rng.IntN(16384))
+	}
+	q.rto.Init(n.w, q)
+	q.ccEv.q = q
+	q.ccTimer.Init(n.w, &q.ccEv)
+	n.qps = append(n.qps, q)
+	return q, nil
+}
+
+// Connect connects q to peer (both directions: each becomes the other's
+// responder and requester), like the INIT→RTR→RTS transitions of
+// ibv_modify_qp(3). NIC congestion control, if configured, is created here
+// from the path's line rate and base RTT.
+func (q *QP) Connect(peer *QP) error {
+	for _, x := range [2]*QP{q, peer} {
+		if x.peer >= 0 {
+			return fmt.Errorf("sim: QP %s/%#x is already connected", x.nic.name, x.qpn)
+		}
+	}
+	q.link(peer)
+	peer.link(q)
+	if err := q.initCC(); err != nil {
+		return err
+	}
+	return peer.initCC()
+}
+
+func (q *QP) link(peer *QP) {
+	q.peer = peer.nic.id
+	q.peerQPN = peer.qpn
+	q.flow = FlowHash(q.nic.id, q.peer, q.srcPort)
+}
+
+func (q *QP) initCC() error {
+	if q.nic.cfg.RateControl == nil {
+		return nil
+	}
+	rtt, hops := q.nic.net.baseRTT(q.nic, q.nic.net.NICs[q.peer], q.flow, int(q.nic.mtu))
+	a, err := q.nic.cfg.RateControl(cc.PathInfo{
+		LineRate: q.lineRate,
+		BaseRTT:  rtt.Duration(),
+		MTU:      units.Bytes(q.nic.mtu),
+		Hops:     max(hops, 1),
+	})
+	if err != nil {
+		return fmt.Errorf("sim: NIC %s rate control for QP %#x: %w", q.nic.name, q.qpn, err)
+	}
+	q.cc = a
+	q.armCC(q.nic.w.now)
+	return nil
+}
+
+// QPN returns the queue pair number.
+func (q *QP) QPN() uint32 { return q.qpn }
+
+// Path returns the opaque path index given at creation.
+func (q *QP) Path() int { return q.path }
+
+// NIC returns the QP's NIC.
+func (q *QP) NIC() *NIC { return q.nic }
+
+// SrcPort returns the QP's UDP source port.
+func (q *QP) SrcPort() uint16 { return q.srcPort }
+
+// Flow returns the hash of the QP's 5-tuple towards its peer.
+func (q *QP) Flow() uint64 { return q.flow }
+
+// Peer returns the remote endpoint id, -1 if not connected.
+func (q *QP) Peer() int { return int(q.peer) }
+
+// Err reports whether the QP is in the error state.
+func (q *QP) Err() bool { return q.state == qpError }
+
+// Counters returns the QP's counters.
+func (q *QP) Counters() QPCounters { return q.c }
+
+// CC returns the NIC congestion controller, nil if none.
+func (q *QP) CC() cc.Algorithm { return q.cc }
+
+// Outstanding returns the number of posted work requests not yet completed.
+func (q *QP) Outstanding() int { return q.sqN }
+
+// SendQueueDepth returns the send queue capacity.
+func (q *QP) SendQueueDepth() int { return len(q.sq) }
+
+// SetRateLimit sets the QP's hardware rate limit (0: none), as
+// ibv_modify_qp_rate_limit(3) does; it applies from the next packet.
+func (q *QP) SetRateLimit(r units.BitRate) error {
+	if r < 0 {
+		return fmt.Errorf("sim: rate limit %v (valid: >= 0)", r)
+	}
+	q.rateLimit = r
+	if q.nextTx > q.nic.w.now {
+		q.nextTx = q.nic.w.now
+		if q.active {
+			q.nic.port.kick(q.nic.w.now)
+		}
+	}
+	return nil
+}
+
+// RateLimit returns the hardware rate limit (0: none).
+func (q *QP) RateLimit() units.BitRate { return q.rateLimit }
+
+func seqLT(a, b uint32) bool { return int32(a-b) < 0 }
+func seqLE(a, b uint32) bool { return int32(a-b) <= 0 }
+
+// PostSend appends work requests to the send queue, like ibv_post_send(3).
+// It returns how many were posted: all, or fewer with ErrQueueFull (send
+// queue full), ErrBadWR or ErrQPError.
+func (q *QP) PostSend(wrs []qp.SendWR) (int, error) {
+	if q.state == qpError {
+		return 0, ErrQPError
+	}
+	if q.peer < 0 {
+		return 0, ErrNotConnected
+	}
+	mtu := units.Bytes(q.nic.mtu)
+	for i := range wrs {
+		wr := &wrs[i]
+		if (wr.Op != qp.OpWrite && wr.Op != qp.OpWriteImm) || wr.Len < 0 || wr.Len > MaxMessage ||
+			(wr.Len == 0 && wr.Op != qp.OpWriteImm) {
+			if i > 0 {
+				q.nic.activate(q)
+			}
+			return i, ErrBadWR
+		}
+		if q.sqN == len(q.sq) {
+			if i > 0 {
+				q.nic.activate(q)
+			}
+			return i, qp.ErrQueueFull
+		}
+		np := uint32((wr.Len + mtu - 1) / mtu)
+		if np == 0 {
+			np = 1
+		}
+		e := &q.sq[(q.sqHd+q.sqN)&(len(q.sq)-1)]
+		e.wr = *wr
+		e.first = q.sndEnd
+		e.npkts = np
+		q.sqN++
+		q.sndEnd += np
+	}
+	if len(wrs) > 0 {
+		q.nic.activate(q)
+	}
+	return len(wrs), nil
+}
+
+// hasData reports whether the requester has packets to send.
+func (q *QP) hasData() bool { return q.state == qpReady && seqLT(q.sndNxt, q.sndEnd) }
+
+// windowFull reports whether the NIC congestion controller's window stops
+// the QP.
+func (q *QP) windowFull() bool {
+	w := q.cc.Window()
+	return w != units.MaxBytes && q.inFlight() >= w
+}
+
+// inFlight estimates the payload bytes in flight: unacknowledged packets
+// times the MTU.
+func (q *QP) inFlight() units.Bytes {
+	return units.Bytes(q.maxSent-q.sndUna) * units.Bytes(q.nic.mtu)
+}
+
+// nextPacket builds the packet at sndNxt and advances the cursor.
+func (q *QP) nextPacket(now Time) *Packet {
+	n := q.nic
+	e := &q.sq[(q.sqHd+q.cur)&(len(q.sq)-1)]
+	off := q.curOf
+	pay := min(units.Bytes(n.mtu), e.wr.Len-off)
+	size := int32(DataHeaders+pay) + int32(n.cfg.INTHeader)
+	p := n.w.NewPacket()
+	p.Kind = KindData
+	p.Src, p.Dst = n.id, q.peer
+	p.QPN = q.peerQPN
+	p.PSN = q.sndNxt
+	p.Payload = int32(pay)
+	p.Flow = q.flow
+	p.SrcPort = q.srcPort
+	p.SentAt = now
+	if !n.cfg.NoECT {
+		p.flags |= flagECT
+	}
+	if off == 0 {
+		p.flags |= flagFirst
+		size += RETHHeader
+	}
+	if off+pay >= e.wr.Len {
+		p.flags |= flagLast
+		if e.wr.Op == qp.OpWriteImm {
+			p.flags |= flagImm
+			p.Imm = e.wr.Imm
+			size += ImmDtHeader
+		}
+		q.cur++
+		q.curOf = 0
+	} else {
+		q.curOf = off + pay
+	}
+	p.Size = size
+	if seqLT(q.sndNxt, q.maxSent) {
+		q.c.Retransmits++
+	} else {
+		q.maxSent = q.sndNxt + 1
+	}
+	q.sndNxt++
+	q.c.TxPackets++
+	q.c.TxBytes += uint64(pay)
+	if q.rto.at == 0 && n.rto != Forever {
+		q.rto.Reset(now + n.rto)
+	}
+	r := q.rateLimit
+	if q.cc != nil {
+		q.cc.OnSend(cc.Sent{Now: now.VTime(), Bytes: pay, InFlight: q.inFlight()})
+		q.armCC(now)
+		if cr := q.cc.Rate(); r == 0 || cr < r {
+			r = cr
+		}
+	}
+	if r > 0 && r < q.lineRate {
+		q.nextTx = max(q.nextTx, now) + TxTime(r, units.Bytes(size+WireOverhead))
+	}
+	return p
+}
+
+// armCC re-arms the congestion controller's timer at its deadline.
+func (q *QP) armCC(now Time) {
+	d := q.cc.Deadline()
+	if d == 0 {
+		q.ccTimer.Stop()
+		return
+	}
+	at := max(FromVTime(d), now)
+	if at != q.ccTimer.at {
+		q.ccTimer.Reset(at)
+	}
+}
+
+// seek moves the send cursor to PSN psn (sndUna <= psn <= sndEnd).
+func (q *QP) seek(psn uint32) {
+	q.sndNxt = psn
+	mtu := units.Bytes(q.nic.mtu)
+	for i := 0; i < q.sqN; i++ {
+		e := &q.sq[(q.sqHd+i)&(len(q.sq)-1)]
+		if seqLT(psn, e.first+e.npkts) {
+			q.cur = i
+			q.curOf = units.Bytes(psn-e.first) * mtu
+			return
+		}
+	}
+	q.cur = q.sqN
+	q.curOf = 0
+}
+
+// goBack restarts transmission from PSN psn (go-back-N).
+func (q *QP) goBack(psn uint32) {
+	if !seqLT(psn, q.sndNxt) {
+		return
+	}
+	q.seek(psn)
+	if q.hasData() {
+		q.nic.activate(q)
+	}
+}
+
+// onAck handles an ACK or NAK (p.PSN is the responder's expected PSN: every
+// earlier PSN has been received).
+func (q *QP) onAck(p *Packet, now Time) {
+	if q.state != qpReady || q.peer < 0 {
+		return
+	}
+	e := p.PSN
+	progress := seqLT(q.sndUna, e) && seqLE(e, q.maxSent)
+	if progress {
+		acked := units.Bytes(e-q.sndUna) * units.Bytes(q.nic.mtu)
+		q.sndUna = e
+		q.retries = 0
+		if seqLT(q.sndNxt, e) {
+			q.seek(e)
+		}
+		// complete every WR whose last packet is acknowledged
+		for q.sqN > 0 {
+			h := &q.sq[q.sqHd]
+			if !seqLE(h.first+h.npkts, e) {
+				break
+			}
+			wr := h.wr
+			q.sqHd = (q.sqHd + 1) & (len(q.sq) - 1)
+			q.sqN--
+			q.cur--
+			q.c.WRsDone++
+			q.c.AckedBytes += uint64(wr.Len)
+			nh := int(p.NHops)
+			copy(q.hopsBuf[:nh], p.Hops[:nh])
+			if q.nic.w.tracer != nil {
+				q.nic.w.trace(TrSendDone, q.nic.name, q.qpn, e, int64(wr.Len))
+			}
+			if q.handler != nil {
+				q.handler.SendDone(q, &wr, qp.StatusOK, now, q.hopsBuf[:nh])
+			}
+			if q.state != qpReady {
+				return
+			}
+		}
+		if q.cur < 0 {
+			q.cur, q.curOf = 0, 0
+		}
+		if q.sndUna == q.maxSent {
+			q.rto.Stop()
+		} else if q.nic.rto != Forever {
+			q.rto.Reset(now + q.nic.rto)
+		}
+		if q.cc != nil {
+			a := cc.Ack{Now: now.VTime(), Acked: acked, InFlight: q.inFlight(), NHops: int(p.NHops)}
+			if p.SentAt != 0 {
+				a.RTT = time.Duration(now-p.SentAt) / time.Duration(Nanosecond)
+			}
+			for i := 0; i < a.NHops && i < cc.MaxHops; i++ {
+				a.Hops[i] = cc.INTHop(p.Hops[i])
+			}
+			q.cc.OnAck(a)
+			q.armCC(now)
+			if q.active || q.hasData() {
+				q.nic.port.kick(now)
+			}
+		}
+	}
+	if p.Kind == KindNak {
+		q.c.NAKsReceived++
+		if !progress {
+			if q.retries >= q.nic.cfg.RetryCount {
+				q.fail(qp.StatusRetryExceeded, now)
+				return
+			}
+			q.retries++
+		}
+		if seqLE(q.sndUna, e) {
+			q.goBack(e)
+		}
+	}
+}
+
+// Fire implements Handler for the retry timer: no progress for the ACK
+// timeout means go back to the oldest unacknowledged packet, or, once the
+// retry count is spent, the error state.
+func (q *QP) Fire(now Time) {
+	if q.state != qpReady || !seqLT(q.sndUna, q.maxSent) {
+		return
+	}
+	q.c.Timeouts++
+	if q.nic.w.tracer != nil {
+		q.nic.w.trace(TrTimeout, q.nic.name, q.qpn, q.sndUna, int64(q.retries))
+	}
+	if q.retries >= q.nic.cfg.RetryCount {
+		q.fail(qp.StatusRetryExceeded, now)
+		return
+	}
+	q.retries++
+	if q.cc != nil {
+		q.cc.OnTimeout(now.VTime())
+		q.armCC(now)
+	}
+	q.rto.Reset(now + q.nic.rto)
+	q.goBack(q.sndUna)
+}
+
+// fail moves the QP to the error state: the oldest outstanding work request
+// completes with st, every other with StatusFlushed (ibv_poll_cq(3)).
+func (q *QP) fail(st qp.Status, now Time) {
+	q.state = qpError
+	q.rto.Stop()
+	q.ccTimer.Stop()
+	q.nic.deactivate(q)
+	if q.nic.w.tracer != nil {
+		q.nic.w.trace(TrQPError, q.nic.name, q.qpn, q.sndUna, int64(q.sqN))
+	}
+	for q.sqN > 0 {
+		wr := q.sq[q.sqHd].wr
+		q.sqHd = (q.sqHd + 1) & (len(q.sq) - 1)
+		q.sqN--
+		if q.handler != nil {
+			q.handler.SendDone(q, &wr, st, now, nil)
+		}
+		st = qp.StatusFlushed
+	}
+	q.cur, q.curOf = 0, 0
+}
+
+// Close moves the QP to the error state, flushing outstanding work
+// requests.
+func (q *QP) Close() {
+	if q.state != qpError {
+		q.fail(qp.StatusFlushed, q.nic.w.now)
+	}
+}
+
+// onCNP handles a congestion notification for this requester.
+func (q *QP) onCNP(now Time) {
+	q.c.CNPsReceived++
+	if q.cc != nil && q.state == qpReady {
+		q.cc.OnCNP(cc.CNP{Now: now.VTime(), Count: 1})
+		q.armCC(now)
+	}
+}
+
+// onData is the responder: accept in order, NAK the first gap, ACK
+// cumulatively, and send a CNP for CE marks at most once per CNPInterval.
+func (q *QP) onData(p *Packet, now Time) {
+	n := q.nic
+	if p.flags&flagCE != 0 {
+		q.c.ECNMarked++
+		if !q.cnpSent || now-q.lastCNP >= n.cfg.CNPInterval {
+			q.cnpSent = true
+			q.lastCNP = now
+			q.c.CNPsSent++
+			c := q.ctrlPacket(KindCNP, CNPSize)
+			c.PSN = p.PSN
+			if n.w.tracer != nil {
+				n.w.trace(TrCNPSent, n.name, q.peerQPN, p.PSN, 0)
+			}
+			n.sendCtrl(c)
+		}
+	}
+	switch {
+	case p.PSN == q.ePSN:
+		q.ePSN++
+		q.c.RxPackets++
+		q.c.RxBytes += uint64(p.Payload)
+		q.msgBytes += units.Bytes(p.Payload)
+		q.unacked++
+		last := p.flags&flagLast != 0
+		if last {
+			nb := q.msgBytes
+			q.msgBytes = 0
+			if p.flags&flagImm != 0 {
+				if n.w.tracer != nil {
+					n.w.trace(TrRecvDone, n.name, q.qpn, p.PSN, int64(nb))
+				}
+				if q.handler != nil {
+					q.handler.RecvImm(q, p.Imm, nb, now)
+				}
+			}
+		}
+		if last || q.unacked >= n.cfg.AckEvery {
+			q.sendAck(KindAck, p)
+		}
+	case seqLT(p.PSN, q.ePSN):
+		q.c.Duplicates++
+		if !q.dupAcked || q.lastDup != q.ePSN || now-q.dupAt >= n.cfg.NAKInterval {
+			q.dupAcked, q.lastDup, q.dupAt = true, q.ePSN, now
+			q.sendAck(KindAck, p)
+		}
+	default:
+		q.c.OOSDrops++
+		if !q.nakSent || q.lastNak != q.ePSN || now-q.nakAt >= n.cfg.NAKInterval {
+			q.nakSent, q.lastNak, q.nakAt = true, q.ePSN, now
+			q.c.NAKsSent++
+			if n.w.tracer != nil {
+				n.w.trace(TrNAKSent, n.name, q.peerQPN, q.ePSN, 0)
+			}
+			q.sendAck(KindNak, p)
+		}
+	}
+}
+
+// ctrlPacket builds a control packet to the peer requester.
+func (q *QP) ctrlPacket(k Kind, size int32) *Packet {
+	c := q.nic.w.NewPacket()
+	c.Kind = k
+	c.Size = size
+	c.Src, c.Dst = q.nic.id, q.peer
+	c.QPN = q.peerQPN
+	c.Flow = q.flow
+	c.SrcPort = q.srcPort
+	return c
+}
+
+// sendAck acknowledges everything before ePSN (ACK) or asks for go-back-N
+// from ePSN (NAK), echoing the data packet's send time and INT stamps.
+func (q *QP) sendAck(k Kind, data *Packet) {
+	q.unacked = 0
+	c := q.ctrlPacket(k, AckSize+int32(q.nic.cfg.INTHeader))
+	c.PSN = q.ePSN
+	c.SentAt = data.SentAt
+	if nh := data.NHops; nh > 0 {
+		c.NHops = nh
+		copy(c.Hops[:nh], data.Hops[:nh])
+	}
+	q.c.AcksSent++
+	q.nic.sendCtrl(c)
+}

@@ -1,0 +1,437 @@
+package sim
+
+import (
+	"math/bits"
+
+	"mptx/qp"
+	"mptx/units"
+)
+
+// Sink is anything that accepts packets: the far end of a link (a switch's
+// ingress or a NIC). Receive takes ownership of p.
+type Sink interface {
+	Receive(p *Packet)
+}
+
+// Port is the transmit side of one end of a cable: an output queue with a
+// strict-priority control class (PFC frames first, then ACK/NAK/CNP) above
+// the data class, a serialiser at the line rate, and the cable's
+// propagation to the far end. It is an htsim Queue and Pipe in one element,
+// with one pending transmit event (a Timer) and one pending delivery event.
+//
+// A switch port's data class is a FIFO fed by the switch; a NIC port has no
+// data FIFO: when the wire is free it asks its NIC for the next packet (the
+// NIC's arbiter), so data never queues inside a NIC.
+//
+// PFC: the data class stops starting new transmissions while the far end
+// has paused it (the frame on the wire completes); control frames are never
+// paused.
+type Port struct {
+	w      *World
+	sw     *Switch // owner when on a switch
+	nic    *NIC    // owner when on a NIC
+	index  int     // port number on the owner
+	name   string
+	peer   Sink  // receives what this port sends
+	remote *Port // the far end's transmit side
+	cable  *Cable
+	rate   units.BitRate
+	ser    Serialiser
+	delay  Time
+	loss   float64
+
+	ctrl   fifo
+	data   fifo
+	qBytes int64 // data-class frame bytes queued
+	qLast  Time  // last change of qBytes (queue-length integral)
+	qIntHi uint64
+	qIntLo uint64 // ∫ qBytes dt in byte·ps (128-bit)
+
+	busyUntil Time
+	tx        Timer // next transmission start
+
+	pipe      fifo // frames on the wire, in arrival order
+	pipeArmed bool
+	pipeEv    pipeEvent
+
+	paused   bool // data class paused by the far end
+	pausedAt Time
+	pfcWant  bool // pause state we want the far end to be in
+	pfcSent  bool // pause state we last sent
+
+	up     bool
+	downAt Time // last time the link went down
+
+	ecn    ECNConfig
+	ecnOn  bool
+	intOn  bool
+	OnMark func(q units.Bytes, p float64, marked bool) // test hook; nil normally
+
+	wd       Timer
+	wdEv     watchdogEvent
+	storm    bool // watchdog recovery in progress
+	stormEnd Time
+
+	c PortCounters
+}
+
+// PortCounters are a port's cumulative counters. Queue figures are of the
+// data class, in frame bytes.
+type PortCounters struct {
+	TxPackets   uint64 // frames transmitted (all classes)
+	TxBytes     uint64 // frame bytes transmitted (all classes)
+	TxData      uint64 // data frames transmitted
+	ECNMarks    uint64 // data packets marked CE here
+	ECNExpected float64
+	// ECNExpected is the sum of the RED marking probabilities of the ECT
+	// packets that left this port: the mean of ECNMarks.
+	Drops      uint64 // data packets dropped for lack of buffer (ingress headroom overflow is counted on the ingress port)
+	NoRoute    uint64 // packets with no route, counted on the ingress port
+	LinkDrops  uint64 // frames lost because the link was down
+	LossDrops  uint64 // frames lost to random link loss
+	PauseSent  uint64 // PFC XOFF frames sent (this port's ingress was congested)
+	ResumeSent uint64 // PFC XON frames sent
+	PauseRecv  uint64 // PFC XOFF frames received (this port's data class paused)
+	ResumeRecv uint64
+	PausedTime Time // total time the data class was paused
+	QueueMax   units.Bytes
+	// QueueMean is the time-average data queue since the start.
+	QueueMean        float64
+	WatchdogTriggers uint64
+	WatchdogDrops    uint64 // packets dropped by watchdog recovery
+}
+
+// Name returns the port's name, "owner:pN".
+func (p *Port) Name() string { return p.name }
+
+// Index returns the port's number on its switch or NIC.
+func (p *Port) Index() int { return p.index }
+
+// Rate returns the line rate.
+func (p *Port) Rate() units.BitRate { return p.rate }
+
+// Delay returns the propagation delay to the far end.
+func (p *Port) Delay() Time { return p.delay }
+
+// Remote returns the far end's port.
+func (p *Port) Remote() *Port { return p.remote }
+
+// Cable returns the cable the port belongs to.
+func (p *Port) Cable() *Cable { return p.cable }
+
+// Switch returns the owning switch, nil for a NIC port.
+func (p *Port) Switch() *Switch { return p.sw }
+
+// NIC returns the owning NIC, nil for a switch port.
+func (p *Port) NIC() *NIC { return p.nic }
+
+// Up reports whether the link is up.
+func (p *Port) Up() bool { return p.up }
+
+// Paused reports whether the port's data class is paused by the far end.
+func (p *Port) Paused() bool { return p.paused }
+
+// Queue returns the data-class queue length in frame bytes.
+func (p *Port) Queue() units.Bytes { return units.Bytes(p.qBytes) }
+
+// SetECN enables RED marking on the port with cfg, or disables it (nil).
+func (p *Port) SetECN(cfg *ECNConfig) error {
+	if cfg == nil {
+		p.ecnOn = false
+		return nil
+	}
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	p.ecn, p.ecnOn = *cfg, true
+	return nil
+}
+
+// ECN returns the port's RED configuration, nil if it does not mark.
+func (p *Port) ECN() *ECNConfig {
+	if !p.ecnOn {
+		return nil
+	}
+	c := p.ecn
+	return &c
+}
+
+// SetLoss sets the random loss probability of frames this port sends
+// (0..1; PFC frames are never lost).
+func (p *Port) SetLoss(prob float64) {
+	if !(prob >= 0 && prob <= 1) {
+		panic("sim: BUG: Port.SetLoss probability outside 0..1")
+	}
+	p.loss = prob
+}
+
+// Counters returns the port's counters as of now.
+func (p *Port) Counters() PortCounters {
+	c := p.c
+	now := p.w.now
+	if p.paused {
+		c.PausedTime += now - p.pausedAt
+	}
+	hi, lo := p.qIntHi, p.qIntLo
+	if now > p.qLast {
+		h, l := bits.Mul64(uint64(p.qBytes), uint64(now-p.qLast))
+		var carry uint64
+		lo, carry = bits.Add64(lo, l, 0)
+		hi += h + carry
+	}
+	if el := now - Start; el > 0 {
+		c.QueueMean = (float64(hi)*(1<<64) + float64(lo)) / float64(el)
+	}
+	return c
+}
+
+// integrate accounts the queue length since the last change.
+func (p *Port) integrate(now Time) {
+	if now > p.qLast {
+		h, l := bits.Mul64(uint64(p.qBytes), uint64(now-p.qLast))
+		var carry uint64
+		p.qIntLo, carry = bits.Add64(p.qIntLo, l, 0)
+		p.qIntHi += h + carry
+		p.qLast = now
+	}
+}
+
+// pipeEvent delivers the frames at the head of the link.
+type pipeEvent struct{ p *Port }
+
+func (e *pipeEvent) Fire(now Time) {
+	p := e.p
+	p.pipeArmed = false
+	for {
+		pkt := p.pipe.head
+		if pkt == nil || pkt.arrive > now {
+			break
+		}
+		p.pipe.pop()
+		p.deliver(pkt)
+	}
+	if h := p.pipe.head; h != nil && !p.pipeArmed {
+		p.pipeArmed = true
+		p.w.At(h.arrive, &p.pipeEv)
+	}
+}
+
+// deliver hands a frame that finished crossing the link to the far end,
+// unless the link failed while it was on the wire or it is lost at random.
+func (p *Port) deliver(pkt *Packet) {
+	if !p.up || (p.downAt != 0 && p.downAt >= pkt.txStart) {
+		p.c.LinkDrops++
+		p.drop(pkt)
+		return
+	}
+	if p.loss > 0 && pkt.Kind != KindPFC && p.w.rng.Float64() < p.loss {
+		p.c.LossDrops++
+		p.drop(pkt)
+		return
+	}
+	p.peer.Receive(pkt)
+}
+
+// drop frees a packet lost at or after this port (its buffer accounting has
+// already been released).
+func (p *Port) drop(pkt *Packet) {
+	if p.w.tracer != nil {
+		p.w.trace(TrDrop, p.name, pkt.QPN, pkt.PSN, int64(pkt.Size))
+	}
+	p.w.FreePacket(pkt)
+}
+
+// enqueueData appends a data packet to a switch port's queue.
+func (p *Port) enqueueData(pkt *Packet, now Time) {
+	p.integrate(now)
+	p.data.push(pkt)
+	p.qBytes += int64(pkt.Size)
+	if units.Bytes(p.qBytes) > p.c.QueueMax {
+		p.c.QueueMax = units.Bytes(p.qBytes)
+	}
+	p.kick(now)
+}
+
+// enqueueCtrl appends a control packet (ACK, NAK, CNP).
+func (p *Port) enqueueCtrl(pkt *Packet, now Time) {
+	p.ctrl.push(pkt)
+	p.kick(now)
+}
+
+// kick starts a transmission now if the wire is free, or makes sure one is
+// attempted when it becomes free.
+func (p *Port) kick(now Time) {
+	if now >= p.busyUntil {
+		p.startNext(now)
+		return
+	}
+	p.tx.ResetEarlier(p.busyUntil)
+}
+
+// Fire implements Handler for the transmit timer.
+func (p *Port) Fire(now Time) {
+	if now < p.busyUntil {
+		if p.more() {
+			p.tx.Reset(p.busyUntil)
+		}
+		return
+	}
+	p.startNext(now)
+}
+
+// dataBlocked reports whether the data class may not start a frame.
+func (p *Port) dataBlocked() bool { return p.paused && !p.storm }
+
+// more reports whether the port has something it could send.
+func (p *Port) more() bool {
+	if p.pfcWant != p.pfcSent || p.ctrl.head != nil {
+		return true
+	}
+	if p.dataBlocked() {
+		return false
+	}
+	if p.nic != nil {
+		return len(p.nic.active) > 0
+	}
+	return p.data.head != nil
+}
+
+// startNext starts transmitting the next frame, if any, at now (the wire is
+// free).
+func (p *Port) startNext(now Time) {
+	var pkt *Packet
+	switch {
+	case p.pfcWant != p.pfcSent:
+		pkt = p.pfcFrame()
+	case p.ctrl.head != nil:
+		pkt = p.ctrl.pop()
+	case p.dataBlocked():
+		return
+	case p.nic != nil:
+		pkt = p.nic.pull(now)
+	default:
+		pkt = p.data.pop()
+		if pkt != nil {
+			p.dequeued(pkt, now)
+		}
+	}
+	if pkt == nil {
+		return
+	}
+	ser := p.ser.Time(int64(pkt.Size) + WireOverhead)
+	p.busyUntil = now + ser
+	p.c.TxPackets++
+	p.c.TxBytes += uint64(pkt.Size)
+	if pkt.Kind == KindData {
+		p.c.TxData++
+	}
+	if !p.up {
+		p.c.LinkDrops++
+		p.drop(pkt)
+	} else {
+		pkt.txStart = now
+		pkt.arrive = p.busyUntil + p.delay
+		p.pipe.push(pkt)
+		if !p.pipeArmed {
+			p.pipeArmed = true
+			p.w.At(pkt.arrive, &p.pipeEv)
+		}
+	}
+	if p.more() {
+		p.tx.Reset(p.busyUntil)
+	}
+}
+
+// dequeued does the egress processing of a switch data packet that starts
+// transmission: buffer release, ECN marking and INT stamping.
+func (p *Port) dequeued(pkt *Packet, now Time) {
+	p.integrate(now)
+	p.qBytes -= int64(pkt.Size)
+	if pkt.flags&flagAcct != 0 {
+		p.sw.release(pkt)
+	}
+	if p.ecnOn && pkt.flags&flagECT != 0 {
+		q := units.Bytes(p.qBytes)
+		prob := p.ecn.Prob(q)
+		p.c.ECNExpected += prob
+		marked := prob >= 1 || (prob > 0 && p.w.rng.Float64() < prob)
+		if marked {
+			pkt.flags |= flagCE
+			p.c.ECNMarks++
+		}
+		if p.OnMark != nil {
+			p.OnMark(q, prob, marked)
+		}
+	}
+	if p.intOn && pkt.NHops < MaxHops {
+		pkt.Hops[pkt.NHops] = qp.INTHop{
+			QLen:    units.Bytes(p.qBytes),
+			TxBytes: units.Bytes(p.c.TxBytes + uint64(pkt.Size)),
+			TS:      now.VTime(),
+			Rate:    p.rate,
+		}
+		pkt.NHops++
+	}
+}
+
+// pfcFrame builds the PFC frame that brings the far end to pfcWant.
+func (p *Port) pfcFrame() *Packet {
+	pkt := p.w.NewPacket()
+	pkt.Kind = KindPFC
+	pkt.Size = PFCSize
+	pkt.Src, pkt.Dst = -1, -1
+	p.pfcSent = p.pfcWant
+	if p.pfcWant {
+		pkt.flags |= flagPause
+		p.c.PauseSent++
+		if p.w.tracer != nil {
+			p.w.trace(TrPauseSent, p.name, 0, 0, 0)
+		}
+	} else {
+		p.c.ResumeSent++
+		if p.w.tracer != nil {
+			p.w.trace(TrResumeSent, p.name, 0, 0, 0)
+		}
+	}
+	return pkt
+}
+
+// sendPFC asks the far end to pause (true) or resume (false) its data class.
+// The frame goes out ahead of everything else at the next frame boundary;
+// a newer request that arrives before the frame is sent replaces it.
+func (p *Port) sendPFC(pause bool, now Time) {
+	p.pfcWant = pause
+	if p.pfcWant != p.pfcSent {
+		p.kick(now)
+	}
+}
+
+// onPFC applies a PFC frame received from the far end.
+func (p *Port) onPFC(pkt *Packet, now Time) {
+	if pkt.flags&flagPause != 0 {
+		p.c.PauseRecv++
+		if !p.paused {
+			p.paused = true
+			p.pausedAt = now
+			if p.wd.w != nil && !p.storm {
+				p.wd.Reset(now + p.wdThreshold())
+			}
+		}
+		return
+	}
+	p.c.ResumeRecv++
+	p.unpause(now)
+}
+
+// unpause ends a pause and restarts the data class.
+func (p *Port) unpause(now Time) {
+	if !p.paused {
+		return
+	}
+	p.paused = false
+	p.c.PausedTime += now - p.pausedAt
+	if p.wd.w != nil {
+		p.wd.Stop()
+	}
+	p.kick(now)
+}

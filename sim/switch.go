@@ -1,0 +1,319 @@
+package sim
+
+import (
+	"mptx/units"
+)
+
+// Switch is an output-queued switch with a shared buffer. Each port has a
+// strict-priority control class (PFC, ACK/NAK, CNP) and one data class that
+// is lossless (PFC) or lossy (drop-tail), RED/ECN marking at egress and
+// optional INT stamping. Forwarding is by destination: a table maps each
+// endpoint to a group of equal-cost egress ports, and the member is chosen
+// by hashing the packet's 5-tuple (including the UDP source port) with the
+// switch's own seed, or at random per packet in spray mode.
+//
+// Buffer accounting follows the HPCC ns-3 SwitchMmu: bytes are charged to
+// the ingress port when a data packet is admitted and released when it
+// starts transmission at the egress. Control packets are not charged
+// (Deviation: they are few and small; real switches give them a separate
+// reserved pool).
+type Switch struct {
+	w     *World
+	net   *Network
+	id    int
+	name  string
+	cfg   SwitchConfig
+	ports []*Port
+	in    []*ingress
+	seed  uint64
+
+	route  []uint16 // destination endpoint → group
+	groups []group
+	gports []int32
+
+	// MMU
+	sharedCap  int64
+	sharedUsed int64
+	hdrmUsed   int64
+	reserve    int64
+	xoff, xon  int64 // static thresholds (0 = dynamic)
+	resumeOff  int64
+	alphaNum   int64 // dynamic threshold = free·alphaNum >> 16
+	egressLim  int64
+	egressA    int64 // lossy dynamic threshold = free·egressA >> 16
+	built      bool
+}
+
+type group struct{ off, n int32 }
+
+// noRoute marks an unreachable destination in a route table.
+const noRoute = ^uint16(0)
+
+// ingress is a switch port's receive side and its buffer accounting.
+type ingress struct {
+	sw      *Switch
+	idx     int32
+	bytes   int64 // data bytes held (reserve + shared part)
+	hdrm    int64 // headroom bytes held
+	hdrmCap int64
+	paused  bool // we sent XOFF upstream
+}
+
+// Name returns the switch's name.
+func (s *Switch) Name() string { return s.name }
+
+// Ports returns the switch's ports; the slice is owned by the switch.
+func (s *Switch) Ports() []*Port { return s.ports }
+
+// Config returns the switch's configuration with defaults applied.
+func (s *Switch) Config() SwitchConfig { return s.cfg }
+
+// BufferUsed returns the shared and headroom bytes in use.
+func (s *Switch) BufferUsed() (shared, headroom units.Bytes) {
+	return units.Bytes(s.sharedUsed), units.Bytes(s.hdrmUsed)
+}
+
+// Receive on the ingress adapter: the far end of a link delivered p.
+func (in *ingress) Receive(p *Packet) { in.sw.receive(p, in) }
+
+func (s *Switch) receive(p *Packet, in *ingress) {
+	now := s.w.now
+	if p.Kind == KindPFC {
+		s.ports[in.idx].onPFC(p, now)
+		s.w.FreePacket(p)
+		return
+	}
+	out := s.egress(p)
+	if out < 0 {
+		s.ports[in.idx].c.NoRoute++
+		s.ports[in.idx].drop(p)
+		return
+	}
+	op := s.ports[out]
+	if p.Kind != KindData {
+		op.enqueueCtrl(p, now)
+		return
+	}
+	if op.storm {
+		op.c.WatchdogDrops++
+		op.drop(p)
+		return
+	}
+	if s.cfg.Lossy {
+		if !s.admitLossy(in, op, p) {
+			op.c.Drops++
+			op.drop(p)
+			return
+		}
+	} else if !s.admitLossless(in, p, now) {
+		s.ports[in.idx].c.Drops++
+		s.ports[in.idx].drop(p)
+		return
+	}
+	op.enqueueData(p, now)
+}
+
+// egress picks the output port for p, -1 if unroutable.
+func (s *Switch) egress(p *Packet) int {
+	if int(p.Dst) >= len(s.route) || p.Dst < 0 {
+		return -1
+	}
+	gi := s.route[p.Dst]
+	if gi == noRoute {
+		return -1
+	}
+	g := s.groups[gi]
+	if g.n == 1 {
+		return int(s.gports[g.off])
+	}
+	var h uint64
+	if s.cfg.Spray && p.Kind == KindData {
+		h = s.w.rng.Uint64()
+	} else {
+		h = mix64(p.Flow ^ s.seed)
+	}
+	// Lemire's multiply-shift reduction of the top 32 bits onto [0, n).
+	i := int32(((h >> 32) * uint64(g.n)) >> 32)
+	return int(s.gports[g.off+i])
+}
+
+// threshold returns the current XOFF threshold on an ingress port's shared
+// bytes.
+func (s *Switch) threshold() int64 {
+	if s.xoff > 0 {
+		return s.xoff
+	}
+	free := s.sharedCap - s.sharedUsed
+	if free <= 0 {
+		return 0
+	}
+	return int64((uint64(free) * uint64(s.alphaNum)) >> 16)
+}
+
+func (s *Switch) sharedOf(in *ingress) int64 {
+	if in.bytes > s.reserve {
+		return in.bytes - s.reserve
+	}
+	return 0
+}
+
+// admitLossless charges a data packet to its ingress port (HPCC ns-3
+// SwitchMmu::CheckIngressAdmission/UpdateIngressAdmission) and sends XOFF
+// upstream when the port crosses its threshold. It reports false when the
+// headroom overflowed: a lossless drop, the sign of too little headroom.
+func (s *Switch) admitLossless(in *ingress, p *Packet, now Time) bool {
+	sz := int64(p.Size)
+	nb := in.bytes + sz
+	th := s.threshold()
+	switch {
+	case nb <= s.reserve:
+		in.bytes = nb
+	case s.sharedOf(in)+sz > th || s.sharedUsed+sz > s.sharedCap:
+		if in.hdrm+sz > in.hdrmCap {
+			return false
+		}
+		in.hdrm += sz
+		s.hdrmUsed += sz
+	default:
+		in.bytes = nb
+		s.sharedUsed += min(sz, nb-s.reserve)
+	}
+	p.in = in.idx
+	p.flags |= flagAcct
+	if !in.paused && (in.hdrm > 0 || s.sharedOf(in) >= th) {
+		in.paused = true
+		s.ports[in.idx].sendPFC(true, now)
+	}
+	return true
+}
+
+// admitLossy is drop-tail: the packet is admitted if its egress queue stays
+// within the (static or dynamic) limit and the buffer has room.
+func (s *Switch) admitLossy(in *ingress, op *Port, p *Packet) bool {
+	sz := int64(p.Size)
+	if s.sharedUsed+sz > s.sharedCap {
+		return false
+	}
+	lim := s.egressLim
+	if lim == 0 {
+		lim = int64((uint64(s.sharedCap-s.sharedUsed) * uint64(s.egressA)) >> 16)
+	}
+	if op.qBytes+sz > lim {
+		return false
+	}
+	in.bytes += sz
+	s.sharedUsed += sz
+	p.in = in.idx
+	p.flags |= flagAcct
+	return true
+}
+
+// release returns a departing data packet's bytes to its ingress port and
+// sends XON upstream when the port has drained (ns-3
+// RemoveFromIngressAdmission and CheckShouldResume).
+func (s *Switch) release(p *Packet) {
+	in := s.in[p.in]
+	sz := int64(p.Size)
+	p.flags &^= flagAcct
+	if s.cfg.Lossy {
+		in.bytes -= sz
+		s.sharedUsed -= sz
+		return
+	}
+	fromH := min(in.hdrm, sz)
+	in.hdrm -= fromH
+	s.hdrmUsed -= fromH
+	rest := sz - fromH
+	fromS := min(rest, s.sharedOf(in))
+	in.bytes -= rest
+	s.sharedUsed -= fromS
+	if in.paused && in.hdrm == 0 {
+		sh := s.sharedOf(in)
+		var resume bool
+		if s.xoff > 0 {
+			resume = sh <= s.xon
+		} else {
+			resume = sh == 0 || sh+s.resumeOff <= s.threshold()
+		}
+		if resume {
+			in.paused = false
+			s.ports[in.idx].sendPFC(false, s.w.now)
+		}
+	}
+}
+
+// SetRoute replaces the forwarding entry for destination endpoint dst with
+// the given egress ports (an ECMP group); no ports makes dst unreachable.
+// Use it after Network.Build for custom (for example deadlock-prone)
+// routing.
+func (s *Switch) SetRoute(dst *NIC, ports ...*Port) {
+	if !s.built {
+		panic("sim: BUG: Switch.SetRoute before Network.Build")
+	}
+	if len(ports) == 0 {
+		s.route[dst.id] = noRoute
+		return
+	}
+	idx := make([]int32, len(ports))
+	for i, p := range ports {
+		if p.sw != s {
+			panic("sim: BUG: Switch.SetRoute with a port of another node: " + p.name)
+		}
+		idx[i] = int32(p.index)
+	}
+	s.route[dst.id] = s.addGroup(idx, nil)
+}
+
+// addGroup returns the index of the group with exactly these ports, adding
+// it if needed. dedup, when non-nil, maps a group's key to its index.
+func (s *Switch) addGroup(ports []int32, dedup map[string]uint16) uint16 {
+	var key string
+	if dedup != nil {
+		b := make([]byte, 0, 4*len(ports))
+		for _, p := range ports {
+			b = append(b, byte(p), byte(p>>8), byte(p>>16), byte(p>>24))
+		}
+		key = string(b)
+		if g, ok := dedup[key]; ok {
+			return g
+		}
+	} else {
+	search:
+		for gi, g := range s.groups {
+			if int(g.n) != len(ports) {
+				continue
+			}
+			for j, p := range ports {
+				if s.gports[int(g.off)+j] != p {
+					continue search
+				}
+			}
+			return uint16(gi)
+		}
+	}
+	if len(s.groups) >= int(noRoute) {
+		panic("sim: BUG: too many ECMP groups on switch " + s.name)
+	}
+	g := group{off: int32(len(s.gports)), n: int32(len(ports))}
+	s.gports = append(s.gports, ports...)
+	s.groups = append(s.groups, g)
+	gi := uint16(len(s.groups) - 1)
+	if dedup != nil {
+		dedup[key] = gi
+	}
+	return gi
+}
+
+// RouteTo returns the egress ports the switch uses towards dst.
+func (s *Switch) RouteTo(dst *NIC) []*Port {
+	gi := s.route[dst.id]
+	if gi == noRoute {
+		return nil
+	}
+	g := s.groups[gi]
+	out := make([]*Port, g.n)
+	for i := range out {
+		out[i] = s.ports[s.gports[int(g.off)+i]]
+	}
+	return out
+}
