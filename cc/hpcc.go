@@ -165,7 +165,7 @@ func (c HPCCConfig) Validate(path PathInfo) error {
 type HPCC struct {
 	cfg HPCCConfig
 
-	tNS, tSec        float64
+	tNS              float64
 	eta              float64
 	maxStage         int
 	wai, wMin, wMax  float64 // bytes
@@ -197,7 +197,6 @@ func NewHPCC(cfg HPCCConfig, path PathInfo) (*HPCC, error) {
 	h := &HPCC{
 		cfg:      c,
 		tNS:      float64(c.T),
-		tSec:     seconds(c.T),
 		eta:      c.Eta,
 		maxStage: max(c.MaxStage, 0),
 		wai:      float64(c.WAI),
@@ -265,8 +264,8 @@ func (h *HPCC) measure(a *Ack) bool {
 		}
 		b := float64(cur.Rate)
 		q := float64(max(min(cur.QLen, prev.QLen), 0))
-		txRate := float64(dB) * 8 / (float64(dt) * 1e-9)
-		u := q*8/(b*h.tSec) + txRate/b
+		txRate := float64(dB) * 8e9 / float64(dt) // bit/s
+		u := q*8e9/(b*h.tNS) + txRate/b
 		if !ok || u > umax {
 			umax, tau, ok = u, float64(dt), true
 		}
@@ -320,7 +319,7 @@ func (h *HPCC) Deadline() vtime.Time { return 0 }
 func (h *HPCC) Window() units.Bytes { return max(bytesOf(h.w), 1) }
 
 // Rate returns W/T.
-func (h *HPCC) Rate() units.BitRate { return max(rateOf(h.w*8/h.tSec), 1) }
+func (h *HPCC) Rate() units.BitRate { return max(rateOf(h.w*8e9/h.tNS), 1) }
 
 // U returns the smoothed utilisation U.
 func (h *HPCC) U() float64 { return h.u }

@@ -3,7 +3,6 @@ package cc
 import (
 	"fmt"
 	"math"
-	"time"
 
 	"mptx/units"
 )
@@ -81,9 +80,6 @@ func bytesOf(f float64) units.Bytes {
 	}
 	return units.Bytes(f)
 }
-
-// seconds returns d in seconds.
-func seconds(d time.Duration) float64 { return float64(d) / float64(time.Second) }
 
 // scaleRate returns r × num / den computed exactly (128-bit intermediate),
 // saturating; used for "X per 25 Gb/s of line rate" defaults.

@@ -342,7 +342,7 @@ func (s *Swift) OnTimer(vtime.Time) {}
 func (s *Swift) Deadline() vtime.Time { return 0 }
 
 // Window returns cwnd in bytes, at least one MTU.
-func (s *Swift) Window() units.Bytes { return max(bytesOf(s.cwnd*s.mtu), 1) }
+func (s *Swift) Window() units.Bytes { return max(bytesOf(s.cwnd*s.mtu), units.Bytes(s.mtu)) }
 
 // Rate returns cwnd·MTU/rtt when cwnd is below one MTU and
 // units.Unlimited otherwise.
@@ -350,7 +350,7 @@ func (s *Swift) Rate() units.BitRate {
 	if s.cwnd >= 1 {
 		return units.Unlimited
 	}
-	return max(rateOf(s.cwnd*s.mtu*8/seconds(s.rtt)), 1)
+	return max(rateOf(s.cwnd*s.mtu*8e9/float64(s.rtt)), 1)
 }
 
 // State returns cwnd (MTUs), the latest target and rtt (ns), the
