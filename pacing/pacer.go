@@ -36,6 +36,11 @@ const (
 	// MinSegment is the smallest segment, and so the smallest bucket:
 	// one 4 KiB RoCE MTU. Smaller posts only add per-post overhead.
 	MinSegment units.Bytes = 4 * units.KiB
+
+	// MaxBurst is the deepest bucket, and so the largest segment: 1 GiB,
+	// far beyond any switch buffer, and small enough that the limiter's
+	// float64 token count resolves well below a byte.
+	MaxBurst units.Bytes = 1 * units.GiB
 )
 
 // Config configures a Pacer. Zero fields take the defaults below.
@@ -45,9 +50,10 @@ type Config struct {
 	Rate units.BitRate
 
 	// Burst is the bucket depth: the most bytes sent back to back at
-	// line rate after an idle period. It must be in [Segment, PFCXoff).
-	// 0 means min(PFCXoff/2, DefaultBurstSegments*Segment), at least one
-	// Segment: 512 KiB with the other defaults. See the package doc for
+	// line rate after an idle period. It must be in [Segment, PFCXoff)
+	// and at most MaxBurst.
+	// 0 means min(PFCXoff/2, DefaultBurstSegments*Segment, MaxBurst), at
+	// least one Segment: 512 KiB with the other defaults. See the package doc for
 	// why it must stay below XOFF.
 	Burst units.Bytes
 
@@ -90,6 +96,9 @@ func resolve(what string, cfg Config) (resolved, error) {
 	if r.burst != 0 && (r.burst < MinSegment || r.burst >= r.xoff) {
 		return r, fmt.Errorf("pacing: %s.Burst %v is out of range (valid: %v up to but not including PFCXoff %v, or 0 for the default): a bucket as deep as XOFF lets pacing alone fill a switch queue to PAUSE", what, r.burst, MinSegment, r.xoff)
 	}
+	if r.burst > MaxBurst {
+		return r, fmt.Errorf("pacing: %s.Burst %v is out of range (valid: %v..%v, below PFCXoff, or 0 for the default)", what, r.burst, MinSegment, MaxBurst)
+	}
 	switch {
 	case r.segment == 0 && r.burst != 0:
 		r.segment = min(DefaultSegment, r.burst)
@@ -99,12 +108,14 @@ func resolve(what string, cfg Config) (resolved, error) {
 		return r, fmt.Errorf("pacing: %s.Segment %v is out of range (valid: %v..Burst, or 0 for the default %v)", what, r.segment, MinSegment, DefaultSegment)
 	case r.burst != 0 && r.segment > r.burst:
 		return r, fmt.Errorf("pacing: %s.Segment %v exceeds Burst %v (valid: %v..Burst, or 0 for the default %v)", what, r.segment, r.burst, MinSegment, DefaultSegment)
+	case r.segment > MaxBurst:
+		return r, fmt.Errorf("pacing: %s.Segment %v is out of range (valid: %v..%v, at most Burst and below PFCXoff, or 0 for the default %v)", what, r.segment, MinSegment, MaxBurst, DefaultSegment)
 	case r.segment >= r.xoff:
 		return r, fmt.Errorf("pacing: %s.Segment %v is not below PFCXoff %v (valid: %v up to but not including PFCXoff, or 0 for the default %v)", what, r.segment, r.xoff, MinSegment, DefaultSegment)
 	}
 	if r.burst == 0 {
 		// Segment < XOFF here, so the result is below XOFF too.
-		r.burst = max(r.segment, min(r.xoff/2, DefaultBurstSegments*r.segment))
+		r.burst = max(r.segment, min(r.xoff/2, DefaultBurstSegments*r.segment, MaxBurst))
 	}
 	return r, nil
 }

@@ -281,6 +281,8 @@ func TestConfigDefaults(t *testing.T) {
 		{Config{Burst: 64 * KiB}, 64 * KiB, 64 * KiB, 1 * MiB},      // Segment capped at Burst
 		{Config{Burst: 1*MiB - 1}, 1*MiB - 1, 128 * KiB, 1 * MiB},
 		{Config{Burst: 300 * KiB, Segment: 300 * KiB}, 300 * KiB, 300 * KiB, 1 * MiB},
+		{Config{Segment: MaxBurst, PFCXoff: units.MaxBytes}, MaxBurst, MaxBurst, units.MaxBytes},
+		{Config{Burst: MaxBurst, PFCXoff: units.MaxBytes}, MaxBurst, 128 * KiB, units.MaxBytes},
 	} {
 		p, err := New(tt.cfg)
 		if err != nil {
@@ -336,6 +338,8 @@ func TestConfigErrors(t *testing.T) {
 		{Config{Segment: 1000}, "pacing: Config.Segment 1000B is out of range (valid: 4KiB..Burst, or 0 for the default 128KiB)"},
 		{Config{Segment: -1}, "pacing: Config.Segment -1B is out of range (valid: 4KiB..Burst, or 0 for the default 128KiB)"},
 		{Config{Burst: 256 * KiB, Segment: 512 * KiB}, "pacing: Config.Segment 512KiB exceeds Burst 256KiB (valid: 4KiB..Burst, or 0 for the default 128KiB)"},
+		{Config{Burst: 2 * units.GiB, PFCXoff: units.MaxBytes}, "pacing: Config.Burst 2GiB is out of range (valid: 4KiB..1GiB, below PFCXoff, or 0 for the default)"},
+		{Config{Segment: 2 * units.GiB, PFCXoff: units.MaxBytes}, "pacing: Config.Segment 2GiB is out of range (valid: 4KiB..1GiB, at most Burst and below PFCXoff, or 0 for the default 128KiB)"},
 		{Config{Segment: 1 * MiB}, "pacing: Config.Segment 1MiB is not below PFCXoff 1MiB (valid: 4KiB up to but not including PFCXoff, or 0 for the default 128KiB)"},
 	} {
 		_, err := New(tt.cfg)
