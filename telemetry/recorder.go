@@ -1,0 +1,795 @@
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"mptx/multipath"
+	"mptx/telemetry/schema"
+	"mptx/units"
+	"mptx/vtime"
+)
+
+// PathAttr holds the static facts about one path that the engine does not
+// know and the driver does. The zero value is valid: empty fields are left
+// out of spans and metrics.
+type PathAttr struct {
+	Device string // RDMA device name, as ibv_get_device_name(3) reports it ("mlx5_0")
+	QPN    uint32 // local queue pair number (ibv_qp.qp_num)
+	NIC    string // network interface carrying the path ("eth2"), if known
+}
+
+// Config configures a Recorder. Paths and Wall are required.
+type Config struct {
+	// TracerProvider makes the spans; nil means tracing off (the no-op
+	// provider), in which case only metrics are recorded.
+	TracerProvider trace.TracerProvider
+	// MeterProvider makes the metrics; nil means metrics off.
+	MeterProvider metric.MeterProvider
+	// Wall converts an event's vtime.Time to the wall-clock time stamped
+	// on spans and span events. On hardware pass (*vtime.Monotonic).Wall of
+	// the driver's clock; in the simulator pass FixedEpoch(runStart) so
+	// virtual nanoseconds become an offset from a fixed instant.
+	Wall func(vtime.Time) time.Time
+	// CC, Backend and Peer are recorded on every transfer span (CC name
+	// as registered in package cc; backend "verbs", "tcp", "mem" or
+	// "sim"; the peer's address).
+	CC, Backend, Peer string
+	// Paths describes path i at index i; its length is the number of
+	// paths. Events naming a path outside it still produce spans but no
+	// per-path metrics.
+	Paths []PathAttr
+	// MaxTransfers is how many transfers can be live at once; the tables
+	// are allocated for this many. Transfers started while the table is
+	// full are not traced and are counted in mptx.telemetry.dropped.
+	// Zero means 64; the valid range is 1..65536.
+	MaxTransfers int
+	// Buffer is the capacity, in events, of the ring between Record and
+	// the span builder; it is rounded up to a power of two. Zero means
+	// 32768 (about 4 MiB). Events arriving while it is full are dropped
+	// and counted (DroppedEvents, mptx.telemetry.dropped).
+	Buffer int
+	// Synchronous builds spans and records histograms inside Record
+	// instead of on the recorder's goroutine: deterministic and
+	// goroutine-free, but Record then costs microseconds per chunk. For
+	// tests and tools that replay recorded events.
+	Synchronous bool
+	// CNPBurstGap ends a CNP burst: CNP readings on a path less than this
+	// apart belong to one burst, reported as one mptx.cnp.burst span
+	// event. Zero means 100µs (a few RTTs in a datacenter fabric).
+	CNPBurstGap time.Duration
+}
+
+// FixedEpoch returns a Config.Wall that maps virtual time t to epoch+t, for
+// the simulator (where vtime counts from zero) and for golden tests.
+func FixedEpoch(epoch time.Time) func(vtime.Time) time.Time {
+	return func(t vtime.Time) time.Time { return epoch.Add(time.Duration(t)) }
+}
+
+// PFCRecorder is the simulator's hook for PFC pauses, which the engine
+// cannot see. *Recorder implements it; the simulator's glue finds it by a
+// type assertion on the multipath.Recorder it was given and calls it once
+// per pause episode (XOFF until XON or expiry), not per pause frame.
+type PFCRecorder interface {
+	// RecordPFCPause reports that the traffic of path was paused from now
+	// for d. The glue maps switch ports to the paths whose traffic they
+	// carry.
+	RecordPFCPause(path int, now vtime.Time, d time.Duration)
+}
+
+// Recorder turns the engine's events into OpenTelemetry spans, span events
+// and metrics. It implements multipath.Recorder and PFCRecorder.
+//
+// Model: each transfer is one mptx.transfer span, the root of its own
+// trace; each attempt of each chunk is one mptx.chunk span, its child,
+// created when the attempt ends (acknowledged, requeued or abandoned) with
+// the start time remembered from its start event. Path events (down, up,
+// quarantine, CNP bursts, PFC pauses) become span events on every live
+// transfer span. Timestamps are the events' Now converted by Config.Wall,
+// so the simulator's spans carry virtual time. There are no per-packet
+// spans.
+//
+// Sampling is decided once per transfer by the TracerProvider's sampler
+// (OTEL_TRACES_SAMPLER); the chunks of an unsampled transfer cost a table
+// write and no span.
+//
+// Per-transfer and per-chunk state lives in tables allocated up front
+// (MaxTransfers slots; each slot's chunk table grows to the largest chunk
+// count seen and is reused), so steady-state events other than span
+// creation allocate nothing.
+//
+// Cost: Record copies the event into a single-producer ring (tens of
+// nanoseconds, no allocation, never blocks) and a goroutine owned by the
+// Recorder does the rest: spans, span events, histograms and counters. If
+// that goroutine falls behind by Config.Buffer events, new events are
+// dropped and counted rather than slowing the engine. Flush waits until
+// everything recorded so far has been processed; Close also stops the
+// goroutine. Config.Synchronous does the work inside Record instead.
+//
+// Concurrency: Record, RecordPFCPause, Flush and Close must be called from
+// one goroutine at a time (the engine's); metric collection may run
+// concurrently on the SDK's goroutine. Config.Wall is called from the
+// Recorder's goroutine and must be safe for that.
+type Recorder struct {
+	wall    func(vtime.Time) time.Time
+	tracer  trace.Tracer
+	tracing bool
+	gap     time.Duration
+
+	transferAttrs []attribute.KeyValue // static part of every transfer span
+	paths         []pathState
+	slots         []transferSlot
+	live          []int32 // indices into slots of live transfers, in start order
+	free          []int32 // indices of free slots (stack)
+	last          int32   // slot of the most recent lookup, or -1
+
+	attrs    []attribute.KeyValue    // reused attribute buffer
+	startOpt []trace.SpanStartOption // reused option buffer
+	lastNow  atomic.Int64            // latest event time (vtime.Time)
+	ins      instruments
+	dropped  atomic.Int64 // transfers not traced: table full
+
+	// Producer/consumer ring between Record and the worker.
+	sync          bool
+	closed        bool
+	ring          []multipath.Event
+	mask          uint64
+	_             [64]byte // keep the producer's and consumer's indices apart
+	tail          atomic.Uint64
+	_             [56]byte
+	head          atomic.Uint64
+	_             [56]byte
+	headCache     uint64 // producer's last view of head
+	sleeping      atomic.Bool
+	droppedEvents atomic.Int64
+	wake          chan struct{}
+	flushc        chan chan struct{}
+	stop          chan struct{}
+	done          chan struct{}
+}
+
+// Internal event kinds carried through the ring besides the engine's.
+const (
+	kindPFC   multipath.EventKind = 250 // Path, Now, Latency = pause duration
+	kindClose multipath.EventKind = 251 // abandon every live transfer at Now
+)
+
+var (
+	_ multipath.Recorder = (*Recorder)(nil)
+	_ PFCRecorder        = (*Recorder)(nil)
+)
+
+type transferSlot struct {
+	id        multipath.TransferID
+	start     vtime.Time
+	span      trace.Span
+	ctx       context.Context
+	recording bool
+	chunks    []chunkSlot
+}
+
+type chunkSlot struct {
+	start   vtime.Time // 0: no open attempt
+	bytes   units.Bytes
+	path    int32
+	attempt uint16
+}
+
+// pathState is one path's static attributes and live metric values. The
+// atomics are written by Record and read by the metrics callback.
+type pathState struct {
+	attrs   []attribute.KeyValue // mptx.path, device, QPN, NIC
+	set     attribute.Set
+	recOpts []metric.RecordOption
+	addOpts []metric.AddOption
+
+	window, rate, inflight atomic.Int64
+	cnp, ecnChunks         atomic.Int64
+	sent, acked            atomic.Int64
+	requeues, down         atomic.Int64
+	pfcPauses, pfcNs       atomic.Int64
+
+	// open CNP burst, owned by the Record goroutine
+	burstStart, burstLast vtime.Time
+	burstCount            uint64
+}
+
+// NewRecorder validates cfg and returns a Recorder with its tables
+// allocated and its metric instruments registered.
+func NewRecorder(cfg Config) (*Recorder, error) {
+	if cfg.Wall == nil {
+		return nil, fmt.Errorf("telemetry: Config.Wall is nil: want the driver's vtime-to-wall conversion ((*vtime.Monotonic).Wall on hardware, FixedEpoch in the simulator)")
+	}
+	if len(cfg.Paths) == 0 {
+		return nil, fmt.Errorf("telemetry: Config.Paths is empty: want one PathAttr per path (1 or more)")
+	}
+	if cfg.MaxTransfers == 0 {
+		cfg.MaxTransfers = 64
+	}
+	if cfg.MaxTransfers < 1 || cfg.MaxTransfers > 65536 {
+		return nil, fmt.Errorf("telemetry: Config.MaxTransfers = %d: valid range is 1..65536 (0 means 64)", cfg.MaxTransfers)
+	}
+	if cfg.Buffer == 0 {
+		cfg.Buffer = 1 << 15
+	}
+	if cfg.Buffer < 0 || cfg.Buffer > 1<<24 {
+		return nil, fmt.Errorf("telemetry: Config.Buffer = %d events: valid range is 1..%d (0 means 32768)", cfg.Buffer, 1<<24)
+	}
+	if cfg.CNPBurstGap == 0 {
+		cfg.CNPBurstGap = 100 * time.Microsecond
+	}
+	if cfg.CNPBurstGap < 0 {
+		return nil, fmt.Errorf("telemetry: Config.CNPBurstGap = %v: want > 0 (0 means 100µs)", cfg.CNPBurstGap)
+	}
+	tp := cfg.TracerProvider
+	tracing := tp != nil
+	if _, isNoop := tp.(tracenoop.TracerProvider); isNoop {
+		tracing = false
+	}
+	if tp == nil {
+		tp = tracenoop.NewTracerProvider()
+	}
+	mp := cfg.MeterProvider
+	if mp == nil {
+		mp = metricnoop.NewMeterProvider()
+	}
+	r := &Recorder{
+		wall:    cfg.Wall,
+		tracer:  tp.Tracer(schema.ScopeName, trace.WithInstrumentationVersion(schema.SchemaVersion)),
+		tracing: tracing,
+		gap:     cfg.CNPBurstGap,
+		paths:   make([]pathState, len(cfg.Paths)),
+		slots:   make([]transferSlot, cfg.MaxTransfers),
+		live:    make([]int32, 0, cfg.MaxTransfers),
+		free:    make([]int32, cfg.MaxTransfers),
+		last:    -1,
+		attrs:   make([]attribute.KeyValue, 0, 24),
+	}
+	for i := range r.free {
+		r.free[i] = int32(cfg.MaxTransfers - 1 - i)
+	}
+	r.transferAttrs = append(r.transferAttrs, attribute.Int(schema.AttrPaths, len(cfg.Paths)))
+	if cfg.CC != "" {
+		r.transferAttrs = append(r.transferAttrs, attribute.String(schema.AttrCC, cfg.CC))
+	}
+	if cfg.Backend != "" {
+		r.transferAttrs = append(r.transferAttrs, attribute.String(schema.AttrBackend, cfg.Backend))
+	}
+	if cfg.Peer != "" {
+		r.transferAttrs = append(r.transferAttrs, attribute.String(schema.AttrNetworkPeerAddress, cfg.Peer))
+	}
+	for i, pa := range cfg.Paths {
+		p := &r.paths[i]
+		p.attrs = append(p.attrs, attribute.Int(schema.AttrPath, i))
+		if pa.Device != "" {
+			p.attrs = append(p.attrs, attribute.String(schema.AttrDevice, pa.Device))
+		}
+		if pa.QPN != 0 {
+			p.attrs = append(p.attrs, attribute.Int64(schema.AttrQPN, int64(pa.QPN)))
+		}
+		if pa.NIC != "" {
+			p.attrs = append(p.attrs, attribute.String(schema.AttrNIC, pa.NIC))
+		}
+		p.set = attribute.NewSet(p.attrs...)
+		p.recOpts = []metric.RecordOption{metric.WithAttributeSet(p.set)}
+		p.addOpts = []metric.AddOption{metric.WithAttributeSet(p.set)}
+	}
+	if err := r.ins.init(mp, r); err != nil {
+		return nil, err
+	}
+	r.sync = cfg.Synchronous
+	if !r.sync {
+		size := 1
+		for size < cfg.Buffer {
+			size <<= 1
+		}
+		r.ring = make([]multipath.Event, size)
+		r.mask = uint64(size - 1)
+		r.wake = make(chan struct{}, 1)
+		r.flushc = make(chan chan struct{})
+		r.stop = make(chan struct{})
+		r.done = make(chan struct{})
+		go r.worker()
+	}
+	return r, nil
+}
+
+// Record implements multipath.Recorder. It copies ev; with the default
+// asynchronous builder it costs a copy into the ring and never blocks.
+// Events recorded after Close are ignored.
+func (r *Recorder) Record(ev *multipath.Event) {
+	if r.sync {
+		r.process(ev)
+		return
+	}
+	if r.closed {
+		return
+	}
+	r.push(ev)
+}
+
+// push appends ev to the ring, or drops and counts it when full.
+func (r *Recorder) push(ev *multipath.Event) bool {
+	t := r.tail.Load()
+	if t-r.headCache > r.mask {
+		r.headCache = r.head.Load()
+		if t-r.headCache > r.mask {
+			r.droppedEvents.Add(1)
+			return false
+		}
+	}
+	r.ring[t&r.mask] = *ev
+	r.tail.Store(t + 1)
+	if r.sleeping.Load() && r.sleeping.CompareAndSwap(true, false) {
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// worker is the consumer: it processes ring events in order.
+func (r *Recorder) worker() {
+	defer close(r.done)
+	for {
+		r.drain()
+		r.sleeping.Store(true)
+		if r.tail.Load() != r.head.Load() { // raced with a push
+			r.sleeping.Store(false)
+			continue
+		}
+		select {
+		case <-r.wake:
+		case fc := <-r.flushc:
+			r.sleeping.Store(false)
+			r.drain()
+			close(fc)
+		case <-r.stop:
+			r.sleeping.Store(false)
+			r.drain()
+			return
+		}
+	}
+}
+
+// drain processes every event pushed so far.
+func (r *Recorder) drain() {
+	h := r.head.Load()
+	for t := r.tail.Load(); h != t; t = r.tail.Load() {
+		for ; h != t; h++ {
+			r.process(&r.ring[h&r.mask])
+			if h&63 == 63 {
+				r.head.Store(h + 1) // free space in batches
+			}
+		}
+		r.head.Store(h)
+	}
+}
+
+// Flush returns once every event recorded before the call has been
+// turned into spans and metrics (and handed to the SDK, which may still
+// buffer them: call the provider's ForceFlush to export).
+func (r *Recorder) Flush() {
+	if r.sync || r.closed {
+		return
+	}
+	fc := make(chan struct{})
+	r.flushc <- fc
+	<-fc
+}
+
+// DroppedEvents returns how many events were dropped because the ring was
+// full.
+func (r *Recorder) DroppedEvents() int64 { return r.droppedEvents.Load() }
+
+// DroppedTransfers returns how many transfers were not traced because the
+// table was full.
+func (r *Recorder) DroppedTransfers() int64 { return r.dropped.Load() }
+
+// WallNow returns the wall time of the latest event recorded (through
+// Config.Wall), or the zero time before the first. In the simulator it is
+// the virtual clock that Telemetry.UseVirtualClock stamps metrics with.
+func (r *Recorder) WallNow() time.Time {
+	t := vtime.Time(r.lastNow.Load())
+	if t == 0 {
+		return time.Time{}
+	}
+	return r.wall(t)
+}
+
+// process does the work for one event; it runs on the worker (or in
+// Record when synchronous).
+func (r *Recorder) process(ev *multipath.Event) {
+	if ev.Now > vtime.Time(r.lastNow.Load()) {
+		r.lastNow.Store(int64(ev.Now))
+	}
+	switch ev.Kind {
+	case multipath.EvTransferStart:
+		r.transferStart(ev)
+	case multipath.EvTransferDone:
+		r.transferEnd(ev, schema.TransferDone, "")
+	case multipath.EvTransferFailed:
+		r.transferEnd(ev, schema.TransferFailed, ev.Reason)
+	case multipath.EvChunkStart:
+		r.chunkStart(ev)
+	case multipath.EvChunkDone:
+		r.chunkDone(ev)
+	case multipath.EvChunkRequeue:
+		r.chunkRequeue(ev)
+	case multipath.EvPathDown:
+		if p := r.path(ev.Path); p != nil {
+			p.down.Add(1)
+		}
+		r.pathEvent(schema.EventPathDown, ev.Now, ev.Path, ev.Reason, 0)
+	case multipath.EvPathUp:
+		r.pathEvent(schema.EventPathUp, ev.Now, ev.Path, "", 0)
+	case multipath.EvPathQuarantine:
+		r.pathEvent(schema.EventPathQuarantine, ev.Now, ev.Path, ev.Reason, ev.Latency)
+	case multipath.EvProbe:
+		if p := r.path(ev.Path); p != nil && ev.RTT > 0 {
+			r.ins.rtt.Record(context.Background(), ev.RTT.Seconds(), p.recOpts...)
+		}
+	case multipath.EvCNP:
+		r.cnp(ev)
+	case kindPFC:
+		r.pfcPause(ev.Path, ev.Now, ev.Latency)
+	case kindClose:
+		for len(r.live) > 0 {
+			e := multipath.Event{Now: ev.Now, Transfer: r.slots[r.live[0]].id}
+			r.transferEnd(&e, schema.TransferAbandoned, "recorder closed")
+		}
+	case multipath.EvPathSample:
+		if p := r.path(ev.Path); p != nil {
+			p.window.Store(int64(ev.Window))
+			p.rate.Store(int64(ev.Rate))
+			p.inflight.Store(int64(ev.InFlight))
+			if ev.SRTT > 0 {
+				r.ins.srtt.Record(context.Background(), ev.SRTT.Seconds(), p.recOpts...)
+			}
+		}
+	}
+}
+
+func (r *Recorder) path(i int) *pathState {
+	if i < 0 || i >= len(r.paths) {
+		return nil
+	}
+	return &r.paths[i]
+}
+
+// lookup returns the slot index of live transfer id, or -1.
+func (r *Recorder) lookup(id multipath.TransferID) int32 {
+	if r.last >= 0 && r.slots[r.last].start != 0 && r.slots[r.last].id == id {
+		return r.last
+	}
+	for _, i := range r.live {
+		if r.slots[i].id == id {
+			r.last = i
+			return i
+		}
+	}
+	return -1
+}
+
+func (r *Recorder) transferStart(ev *multipath.Event) {
+	if r.lookup(ev.Transfer) >= 0 {
+		// The engine reused a live id: a contract violation upstream.
+		// Close the old trace so the new one starts clean.
+		r.transferEnd(ev, schema.TransferAbandoned, "transfer id reused while live")
+	}
+	if len(r.free) == 0 {
+		r.dropped.Add(1)
+		return
+	}
+	i := r.free[len(r.free)-1]
+	r.free = r.free[:len(r.free)-1]
+	r.live = append(r.live, i)
+	r.last = i
+	s := &r.slots[i]
+	s.id = ev.Transfer
+	s.start = ev.Now
+	s.recording = false
+	s.span = nil
+	s.ctx = nil
+	if !r.tracing {
+		return
+	}
+	n := int(ev.Chunk)
+	s.chunks = slices.Grow(s.chunks[:0], n)[:n]
+	clear(s.chunks)
+	a := append(r.attrs[:0],
+		attribute.Int64(schema.AttrTransferID, int64(ev.Transfer)),
+		attribute.Int64(schema.AttrTransferBytes, int64(ev.Bytes)),
+		attribute.Int64(schema.AttrTransferChunks, int64(ev.Chunk)),
+		attribute.Int64(schema.AttrChunkSize, int64(ev.Size)),
+	)
+	a = append(a, r.transferAttrs...)
+	r.attrs = a
+	o := append(r.startOpt[:0],
+		trace.WithTimestamp(r.wall(ev.Now)),
+		trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithNewRoot(),
+		trace.WithAttributes(a...),
+	)
+	r.startOpt = o
+	ctx, span := r.tracer.Start(context.Background(), schema.SpanTransfer, o...)
+	s.ctx, s.span = ctx, span
+	s.recording = span.IsRecording()
+}
+
+// transferEnd ends live transfer ev.Transfer with outcome; reason is the
+// failure reason, if any. Open chunk attempts end as abandoned.
+func (r *Recorder) transferEnd(ev *multipath.Event, outcome, reason string) {
+	i := r.lookup(ev.Transfer)
+	if i < 0 {
+		return
+	}
+	s := &r.slots[i]
+	if outcome == schema.TransferDone {
+		r.ins.transferTime.Record(context.Background(), ev.Now.Sub(s.start).Seconds())
+	}
+	if s.recording {
+		for c := range s.chunks {
+			if s.chunks[c].start != 0 {
+				r.endChunk(s, uint32(c), ev.Now, schema.OutcomeAbandoned, reason, 0, 0, 0)
+			}
+		}
+		// Bursts still open are reported now so that they reach this span.
+		for p := range r.paths {
+			r.flushBurst(p)
+		}
+		s.span.SetAttributes(attribute.String(schema.AttrTransferOutcome, outcome))
+		if outcome != schema.TransferDone {
+			s.span.SetAttributes(attribute.String(schema.AttrErrorType, reason))
+			s.span.SetStatus(codes.Error, reason)
+		}
+		s.span.End(trace.WithTimestamp(r.wall(ev.Now)))
+	}
+	s.span, s.ctx, s.recording, s.start = nil, nil, false, 0
+	for k, j := range r.live {
+		if j == i {
+			r.live = append(r.live[:k], r.live[k+1:]...)
+			break
+		}
+	}
+	r.free = append(r.free, i)
+	r.last = -1
+}
+
+func (r *Recorder) chunkStart(ev *multipath.Event) {
+	if p := r.path(ev.Path); p != nil {
+		p.sent.Add(int64(ev.Bytes))
+	}
+	i := r.lookup(ev.Transfer)
+	if i < 0 || !r.slots[i].recording {
+		return
+	}
+	s := &r.slots[i]
+	if int(ev.Chunk) >= len(s.chunks) {
+		return // chunk index beyond the transfer's chunk count: ignored
+	}
+	c := &s.chunks[ev.Chunk]
+	if c.start != 0 {
+		r.endChunk(s, ev.Chunk, ev.Now, schema.OutcomeSuperseded, "", 0, 0, 0)
+	}
+	*c = chunkSlot{start: ev.Now, bytes: ev.Bytes, path: int32(ev.Path), attempt: ev.Attempt}
+}
+
+func (r *Recorder) chunkDone(ev *multipath.Event) {
+	if p := r.path(ev.Path); p != nil {
+		ctx := context.Background()
+		p.acked.Add(int64(ev.Bytes))
+		if ev.ECN > 0 {
+			p.ecnChunks.Add(1)
+		}
+		if ev.Latency > 0 {
+			r.ins.latency.Record(ctx, ev.Latency.Seconds(), p.recOpts...)
+		}
+		if ev.RTT > 0 {
+			r.ins.rtt.Record(ctx, ev.RTT.Seconds(), p.recOpts...)
+		}
+	}
+	i := r.lookup(ev.Transfer)
+	if i < 0 || !r.slots[i].recording {
+		return
+	}
+	s := &r.slots[i]
+	if int(ev.Chunk) >= len(s.chunks) {
+		return
+	}
+	c := &s.chunks[ev.Chunk]
+	if c.start == 0 { // no start seen: reconstruct it from the latency
+		*c = chunkSlot{start: ev.Now.Add(-ev.Latency), bytes: ev.Bytes, path: int32(ev.Path), attempt: ev.Attempt}
+	}
+	c.bytes, c.path, c.attempt = ev.Bytes, int32(ev.Path), ev.Attempt
+	r.endChunk(s, ev.Chunk, ev.Now, schema.OutcomeAcked, "", ev.RTT, ev.Latency, ev.ECN)
+}
+
+func (r *Recorder) chunkRequeue(ev *multipath.Event) {
+	if p := r.path(ev.Path); p != nil {
+		p.requeues.Add(1)
+	}
+	i := r.lookup(ev.Transfer)
+	if i < 0 || !r.slots[i].recording {
+		return
+	}
+	s := &r.slots[i]
+	if int(ev.Chunk) < len(s.chunks) && s.chunks[ev.Chunk].start != 0 {
+		r.endChunk(s, ev.Chunk, ev.Now, schema.OutcomeRequeued, ev.Reason, 0, 0, 0)
+	}
+	a := append(r.attrs[:0],
+		attribute.Int64(schema.AttrChunkIndex, int64(ev.Chunk)),
+		attribute.Int(schema.AttrPath, ev.Path),
+		attribute.Int(schema.AttrAttempt, int(ev.Attempt)),
+		attribute.String(schema.AttrReason, ev.Reason),
+	)
+	r.attrs = a
+	s.span.AddEvent(schema.EventRequeue, trace.WithTimestamp(r.wall(ev.Now)), trace.WithAttributes(a...))
+}
+
+// endChunk creates and ends the span of chunk c's open attempt.
+func (r *Recorder) endChunk(s *transferSlot, c uint32, now vtime.Time, outcome, reason string, rtt, latency time.Duration, ecn uint64) {
+	ch := &s.chunks[c]
+	a := append(r.attrs[:0],
+		attribute.Int64(schema.AttrTransferID, int64(s.id)),
+		attribute.Int64(schema.AttrChunkIndex, int64(c)),
+		attribute.Int(schema.AttrAttempt, int(ch.attempt)),
+		attribute.Int64(schema.AttrChunkBytes, int64(ch.bytes)),
+		attribute.String(schema.AttrChunkOutcome, outcome),
+	)
+	if p := r.path(int(ch.path)); p != nil {
+		a = append(a, p.attrs...)
+	} else {
+		a = append(a, attribute.Int(schema.AttrPath, int(ch.path)))
+	}
+	if outcome == schema.OutcomeAcked {
+		a = append(a,
+			attribute.Int64(schema.AttrChunkRTT, int64(rtt)),
+			attribute.Int64(schema.AttrChunkLatency, int64(latency)),
+			attribute.Int64(schema.AttrChunkECN, int64(min(ecn, 1<<62))),
+		)
+	}
+	if reason != "" {
+		a = append(a, attribute.String(schema.AttrErrorType, reason))
+	}
+	r.attrs = a
+	o := append(r.startOpt[:0],
+		trace.WithTimestamp(r.wall(ch.start)),
+		trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(a...),
+	)
+	r.startOpt = o
+	_, span := r.tracer.Start(s.ctx, schema.SpanChunk, o...)
+	if outcome != schema.OutcomeAcked {
+		desc := reason
+		if desc == "" {
+			desc = outcome
+		}
+		span.SetStatus(codes.Error, desc)
+	}
+	span.End(trace.WithTimestamp(r.wall(now)))
+	ch.start = 0
+}
+
+// pathEvent adds a path event to every live traced transfer.
+func (r *Recorder) pathEvent(name string, now vtime.Time, path int, reason string, backoff time.Duration) {
+	if !r.tracing || len(r.live) == 0 {
+		return
+	}
+	a := append(r.attrs[:0], attribute.Int(schema.AttrPath, path))
+	if reason != "" {
+		a = append(a, attribute.String(schema.AttrReason, reason))
+	}
+	if backoff != 0 {
+		a = append(a, attribute.Int64(schema.AttrBackoff, int64(backoff)))
+	}
+	r.attrs = a
+	r.addEvent(name, now, a)
+}
+
+func (r *Recorder) addEvent(name string, at vtime.Time, a []attribute.KeyValue) {
+	ts := trace.WithTimestamp(r.wall(at))
+	attrs := trace.WithAttributes(a...)
+	for _, i := range r.live {
+		if s := &r.slots[i]; s.recording {
+			s.span.AddEvent(name, ts, attrs)
+		}
+	}
+}
+
+func (r *Recorder) cnp(ev *multipath.Event) {
+	p := r.path(ev.Path)
+	if p == nil {
+		return
+	}
+	p.cnp.Add(int64(ev.ECN))
+	if !r.tracing || ev.ECN == 0 {
+		return
+	}
+	if p.burstCount > 0 && ev.Now.Sub(p.burstLast) > r.gap {
+		r.flushBurst(ev.Path)
+	}
+	if p.burstCount == 0 {
+		p.burstStart = ev.Now
+	}
+	p.burstLast = ev.Now
+	p.burstCount += ev.ECN
+}
+
+// flushBurst reports path's open CNP burst, if any, on the live transfers.
+func (r *Recorder) flushBurst(path int) {
+	p := &r.paths[path]
+	if p.burstCount == 0 {
+		return
+	}
+	if len(r.live) > 0 {
+		a := append(r.attrs[:0],
+			attribute.Int(schema.AttrPath, path),
+			attribute.Int64(schema.AttrCNPCount, int64(min(p.burstCount, 1<<62))),
+			attribute.Int64(schema.AttrBurstNs, int64(p.burstLast.Sub(p.burstStart))),
+		)
+		r.attrs = a
+		r.addEvent(schema.EventCNPBurst, p.burstStart, a)
+	}
+	p.burstCount = 0
+}
+
+// RecordPFCPause implements PFCRecorder. Like Record it only queues the
+// event.
+func (r *Recorder) RecordPFCPause(path int, now vtime.Time, d time.Duration) {
+	ev := multipath.Event{Kind: kindPFC, Now: now, Path: path, Latency: d}
+	r.Record(&ev)
+}
+
+func (r *Recorder) pfcPause(path int, now vtime.Time, d time.Duration) {
+	if now > vtime.Time(r.lastNow.Load()) {
+		r.lastNow.Store(int64(now))
+	}
+	if p := r.path(path); p != nil {
+		p.pfcPauses.Add(1)
+		p.pfcNs.Add(int64(d))
+	}
+	if !r.tracing || len(r.live) == 0 {
+		return
+	}
+	a := append(r.attrs[:0],
+		attribute.Int(schema.AttrPath, path),
+		attribute.Int64(schema.AttrPauseNs, int64(d)),
+	)
+	r.attrs = a
+	r.addEvent(schema.EventPFCPause, now, a)
+}
+
+// Close ends every live transfer at now with outcome "abandoned" (and
+// their open chunk attempts likewise), so that a driver shutting down
+// mid-transfer still exports what happened, processes everything queued
+// and stops the Recorder's goroutine. Call it before shutting the
+// providers down. Later Record calls are ignored; Close is idempotent.
+func (r *Recorder) Close(now vtime.Time) {
+	ev := multipath.Event{Kind: kindClose, Now: now}
+	if r.sync {
+		r.process(&ev)
+		return
+	}
+	if r.closed {
+		return
+	}
+	for !r.push(&ev) { // the ring is full: wait for the worker
+		r.droppedEvents.Add(-1)
+		time.Sleep(100 * time.Microsecond)
+	}
+	r.closed = true
+	close(r.stop)
+	<-r.done
+}
