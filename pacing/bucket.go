@@ -141,13 +141,14 @@ func (b *bucket) nextSend(now vtime.Time, n units.Bytes) vtime.Time {
 	}
 	now = b.mutate(now)
 	n = min(n, b.burst)
-	if b.fits(now, n) {
+	have := b.tokensAt(now)
+	if b.whole(have) >= n {
 		return given
 	}
 	if b.rate <= 0 {
 		return vtime.Never
 	}
-	base, have := now, b.tokensAt(now)
+	base := now
 	if b.debt > 0 {
 		base, have = b.debtUntil(), 0
 	}
