@@ -14,7 +14,10 @@
 // last segment is written after every byte of the chunk on that QP.
 //
 // The sender walks a Plan with a Chunker, which fills caller-owned Chunk
-// descriptors (with an optional CRC32C of the payload). The receiver keeps
+// descriptors (with an optional CRC32C of the payload), and may keep a
+// Tracker per path: the bounded FIFO of chunks in flight on that queue
+// pair, acknowledged in posting order and handed back whole when the path
+// fails. The receiver keeps
 // one Reassembly per transfer: a bitmap over chunk indices that tolerates
 // out-of-order and duplicate completions (retries on another path deliver
 // a chunk twice) and says Complete only when every index has been seen.
@@ -30,9 +33,10 @@
 //
 // # Ownership and concurrency
 //
-// Plan and Chunk are small values, safe to copy and share. Chunker and
-// Reassembly have one owner each and are not safe for concurrent use. Nothing
+// Plan and Chunk are small values, safe to copy and share. Chunker,
+// Tracker and Reassembly have one owner each and are not safe for
+// concurrent use. Nothing
 // here reads a clock, sleeps, starts goroutines or uses global randomness;
-// the hot-path methods (Chunker.Next, EncodeImm, DecodeImm, Reassembly.Mark)
-// do not allocate.
+// the hot-path methods (Chunker.Next, EncodeImm, DecodeImm, Tracker's
+// methods, Reassembly.Mark) do not allocate.
 package chunk
