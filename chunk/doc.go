@@ -10,8 +10,9 @@
 // hands whole chunks to paths, the pacing package may post a chunk as several
 // segments, and the chunk's last segment carries the immediate that tells
 // the receiver "chunk i of transfer slot s has fully landed" (EncodeImm).
-// RDMA RC delivers a queue pair's WRITEs in order, so the immediate on the
-// last segment is written after every byte of the chunk on that QP.
+// An RC queue pair completes its messages in order, so when the receiver
+// sees the immediate of a chunk's last segment, the chunk's earlier
+// segments, posted before it on the same QP, have landed too.
 //
 // The sender walks a Plan with a Chunker, which fills caller-owned Chunk
 // descriptors (with an optional CRC32C of the payload), and may keep a

@@ -13,9 +13,9 @@ const (
 	// configured: 1 MiB. The sender cannot see a switch's thresholds, so
 	// this is a static stand-in for the common dynamic one. The HPCC ns-3
 	// switch sets XOFF to free shared buffer / 8 (alibaba-edu/
-	// High-Precision-Congestion-Control, switch-mmu; /work/shared/
-	// CC-PARAMS.md); 1 MiB is that rule with 8 MiB of the shared buffer
-	// free, a loaded shallow-buffer ToR [derived, not measured]. It sits
+	// High-Precision-Congestion-Control, switch-mmu; CC-PARAMS.md, "Switch
+	// buffers, ECN, PFC"); 1 MiB is that rule with 8 MiB of the shared
+	// buffer free, a loaded shallow-buffer ToR [derived, not measured]. It sits
 	// below the ECN Kmax the same simulator uses at 100 Gb/s (1600 KB), so
 	// the resulting 512 KiB bucket is also under the point where ECN marks
 	// every packet. Configure the real value when the switch's is known.

@@ -135,7 +135,7 @@ func TestPacerJumpBackwards(t *testing.T) {
 		budget(at(10000), 25000), // rate.Limiter would re-credit 62500 here
 		budget(at(0), 25000),
 		next(at(5000), 64*KiB, at(13243)), // (65536-25000)/12.5 = 3242.88 from t0+10000
-		budget(at(13242), 65525-0),
+		budget(at(13242), 65525),
 		budget(at(13243), 65537),
 	})
 }
