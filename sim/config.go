@@ -232,6 +232,11 @@ type NICConfig struct {
 	// Deadline, and paces the QP at min(Rate, the QP's rate limit) and caps
 	// its bytes in flight at Window. nil means no NIC congestion control.
 	RateControl func(path cc.PathInfo) (cc.Algorithm, error)
+	// DCQCN, when RateControl is nil, enables NIC-level DCQCN on every QP:
+	// the cc package's reaction point (cc.NewDCQCN) with this
+	// configuration (zero fields take its defaults). Together with the
+	// switches' ECN and the responders' CNPs this is "NIC DCQCN only".
+	DCQCN *cc.DCQCNConfig
 }
 
 func (c *NICConfig) withDefaults() (NICConfig, error) {
@@ -278,6 +283,10 @@ func (c *NICConfig) withDefaults() (NICConfig, error) {
 	}
 	if d.MaxSendWR < 1 || d.MaxSendWR > 1<<20 {
 		return d, fmt.Errorf("sim: NICConfig.MaxSendWR = %d (valid: 0 for 1024, or 1..1048576)", c.MaxSendWR)
+	}
+	if d.RateControl == nil && d.DCQCN != nil {
+		dc := *d.DCQCN
+		d.RateControl = func(path cc.PathInfo) (cc.Algorithm, error) { return cc.NewDCQCN(dc, path) }
 	}
 	if d.INTHeader < 0 || d.INTHeader > 1024 {
 		return d, fmt.Errorf("sim: NICConfig.INTHeader = %v (valid: 0..1024)", c.INTHeader)

@@ -51,8 +51,14 @@ type NIC struct {
 	mtu    int32
 }
 
-// qpnBase is the first QPN a NIC hands out (0 and 1 are IB's SMI and GSI).
-const qpnBase = 0x100
+// QPNs are unique in a network: the NIC's id in the high bits, then
+// qpnBase plus the QP's index on the NIC (0 and 1 are IB's SMI and GSI; a
+// real QPN has 24 bits, Deviation: these use up to 32).
+const (
+	qpnBase  = 0x100
+	qpnShift = 20
+	qpnMask  = 1<<qpnShift - 1
+)
 
 // ID returns the NIC's endpoint id (its address in route tables).
 func (n *NIC) ID() int { return int(n.id) }
@@ -81,9 +87,9 @@ func (n *NIC) Receive(p *Packet) {
 	switch p.Kind {
 	case KindPFC:
 		n.port.onPFC(p, now)
-	case KindData, KindAck, KindNak, KindCNP:
-		i := int(p.QPN) - qpnBase
-		if i < 0 || i >= len(n.qps) {
+	case KindData, KindAck, KindNak, KindNakAccess, KindCNP:
+		i := int(p.QPN&qpnMask) - qpnBase
+		if p.QPN>>qpnShift != uint32(n.id) || i < 0 || i >= len(n.qps) {
 			n.port.c.NoRoute++
 			break
 		}
@@ -191,6 +197,11 @@ type QPConfig struct {
 	Handler QPHandler
 	// Path is an opaque index reported back through the handler's QP.Path.
 	Path int
+	// Region is the size of the memory region the QP's peer may write as
+	// a responder; a write outside it is NAKed with a remote access error
+	// and fails the requester's QP (IBV_WC_REM_ACCESS_ERR). 0 means
+	// unlimited.
+	Region units.Bytes
 }
 
 // QPCounters are a QP's cumulative counters: the requester's and the
@@ -258,6 +269,7 @@ type QP struct {
 	lineRate  units.BitRate
 
 	// responder
+	region    units.Bytes
 	ePSN      uint32
 	msgBytes  units.Bytes
 	unacked   int
@@ -270,7 +282,7 @@ type QP struct {
 	dupAt     Time
 	dupAcked  bool
 	hopsBuf   [MaxHops]qp.INTHop
-	ccHopsBuf [cc.MaxHops]cc.INTHop
+	doneWR    qp.SendWR // the work request being completed
 
 	c QPCounters
 }
@@ -307,13 +319,19 @@ func (n *NIC) NewQP(cfg QPConfig) (*QP, error) {
 	if cfg.RateLimit < 0 {
 		return nil, fmt.Errorf("sim: QPConfig.RateLimit = %v (valid: >= 0)", cfg.RateLimit)
 	}
+	if cfg.Region < 0 {
+		return nil, fmt.Errorf("sim: QPConfig.Region = %v (valid: >= 0)", cfg.Region)
+	}
+	if len(n.qps) >= qpnMask-qpnBase {
+		return nil, fmt.Errorf("sim: NIC %s has %d QPs (valid: fewer than %d)", n.name, len(n.qps), qpnMask-qpnBase)
+	}
 	depth := 1
 	for depth < n.cfg.MaxSendWR {
 		depth <<= 1
 	}
 	q := &QP{
 		nic:       n,
-		qpn:       uint32(qpnBase + len(n.qps)),
+		qpn:       uint32(n.id)<<qpnShift | uint32(qpnBase+len(n.qps)),
 		path:      cfg.Path,
 		peer:      -1,
 		srcPort:   cfg.SrcPort,
@@ -321,6 +339,7 @@ func (n *NIC) NewQP(cfg QPConfig) (*QP, error) {
 		sq:        make([]sqEntry, depth),
 		rateLimit: cfg.RateLimit,
 		lineRate:  n.port.rate,
+		region:    cfg.Region,
 	}
 	if q.srcPort == 0 {
 		q.srcPort = uint16(49152 + n.w.rng.IntN(16384))
@@ -510,6 +529,8 @@ func (q *QP) nextPacket(now Time) *Packet {
 	}
 	if off == 0 {
 		p.flags |= flagFirst
+		p.Remote = int64(e.wr.Remote)
+		p.MsgLen = int64(e.wr.Len)
 		size += RETHHeader
 	}
 	if off+pay >= e.wr.Len {
@@ -611,7 +632,8 @@ func (q *QP) onAck(p *Packet, now Time) {
 			if !seqLE(h.first+h.npkts, e) {
 				break
 			}
-			wr := h.wr
+			q.doneWR = h.wr
+			wr := &q.doneWR
 			q.sqHd = (q.sqHd + 1) & (len(q.sq) - 1)
 			q.sqN--
 			q.cur--
@@ -623,7 +645,7 @@ func (q *QP) onAck(p *Packet, now Time) {
 				q.nic.w.trace(TrSendDone, q.nic.name, q.qpn, e, int64(wr.Len))
 			}
 			if q.handler != nil {
-				q.handler.SendDone(q, &wr, qp.StatusOK, now, q.hopsBuf[:nh])
+				q.handler.SendDone(q, wr, qp.StatusOK, now, q.hopsBuf[:nh])
 			}
 			if q.state != qpReady {
 				return
@@ -651,6 +673,11 @@ func (q *QP) onAck(p *Packet, now Time) {
 				q.nic.port.kick(now)
 			}
 		}
+	}
+	if p.Kind == KindNakAccess {
+		q.c.NAKsReceived++
+		q.fail(qp.StatusRemoteAccess, now)
+		return
 	}
 	if p.Kind == KindNak {
 		q.c.NAKsReceived++
@@ -702,11 +729,11 @@ func (q *QP) fail(st qp.Status, now Time) {
 		q.nic.w.trace(TrQPError, q.nic.name, q.qpn, q.sndUna, int64(q.sqN))
 	}
 	for q.sqN > 0 {
-		wr := q.sq[q.sqHd].wr
+		q.doneWR = q.sq[q.sqHd].wr
 		q.sqHd = (q.sqHd + 1) & (len(q.sq) - 1)
 		q.sqN--
 		if q.handler != nil {
-			q.handler.SendDone(q, &wr, st, now, nil)
+			q.handler.SendDone(q, &q.doneWR, st, now, nil)
 		}
 		st = qp.StatusFlushed
 	}
@@ -749,6 +776,12 @@ func (q *QP) onData(p *Packet, now Time) {
 		}
 	}
 	switch {
+	case p.PSN == q.ePSN && p.flags&flagFirst != 0 && q.region > 0 &&
+		(p.Remote < 0 || p.Remote+p.MsgLen > int64(q.region)):
+		// RETH outside the region: NAK with a remote access error and
+		// accept nothing more of the message.
+		q.c.NAKsSent++
+		q.sendAck(KindNakAccess, p)
 	case p.PSN == q.ePSN:
 		q.ePSN++
 		q.c.RxPackets++

@@ -57,11 +57,12 @@ type Kind uint8
 
 // Packet kinds.
 const (
-	KindData Kind = iota + 1 // an RDMA WRITE / WRITE WITH IMM segment
-	KindAck                  // cumulative acknowledgement (AETH syndrome ACK)
-	KindNak                  // NAK, PSN sequence error: go back to PSN
-	KindCNP                  // RoCEv2 congestion notification packet
-	KindPFC                  // 802.1Qbb priority flow control frame
+	KindData      Kind = iota + 1 // an RDMA WRITE / WRITE WITH IMM segment
+	KindAck                       // cumulative acknowledgement (AETH syndrome ACK)
+	KindNak                       // NAK, PSN sequence error: go back to PSN
+	KindNakAccess                 // NAK, remote access error: the write fell outside the region
+	KindCNP                       // RoCEv2 congestion notification packet
+	KindPFC                       // 802.1Qbb priority flow control frame
 )
 
 // String returns the kind's name.
@@ -73,6 +74,8 @@ func (k Kind) String() string {
 		return "ack"
 	case KindNak:
 		return "nak"
+	case KindNakAccess:
+		return "nak-access"
 	case KindCNP:
 		return "cnp"
 	case KindPFC:
@@ -113,6 +116,8 @@ type Packet struct {
 	Size    int32   // frame bytes (headers + payload), without preamble and IFG
 	Payload int32   // data payload bytes
 	Imm     uint32  // immediate data (flagImm)
+	Remote  int64   // RETH (first packet): offset in the responder's region
+	MsgLen  int64   // RETH (first packet): the message's length
 	in      int32   // ingress port index at the current switch
 	SrcPort uint16  // UDP source port (ECMP entropy)
 	Kind    Kind

@@ -47,6 +47,9 @@ type Options struct {
 	SrcPorts []uint16
 	// RateLimit is an initial per-QP hardware rate limit; 0 means none.
 	RateLimit units.BitRate
+	// Region is the size of the receive region the receiver advertises;
+	// writes outside it fail with qp.StatusRemoteAccess. 0 means unlimited.
+	Region units.Bytes
 }
 
 // Conn is the sender's side of a simulated connection. It implements
@@ -119,7 +122,7 @@ func Connect(net *sim.Network, src, dst *sim.Host, opts Options) (*Conn, *Receiv
 		if err != nil {
 			return nil, nil, err
 		}
-		rq, err := dst.NIC(rail).NewQP(sim.QPConfig{Handler: r, Path: i})
+		rq, err := dst.NIC(rail).NewQP(sim.QPConfig{Handler: r, Path: i, Region: opts.Region})
 		if err != nil {
 			return nil, nil, err
 		}
