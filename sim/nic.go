@@ -269,20 +269,20 @@ type QP struct {
 	lineRate  units.BitRate
 
 	// responder
-	region    units.Bytes
-	ePSN      uint32
-	msgBytes  units.Bytes
-	unacked   int
-	lastCNP   Time
-	cnpSent   bool
-	lastNak   uint32
-	nakAt     Time
-	nakSent   bool
-	lastDup   uint32
-	dupAt     Time
-	dupAcked  bool
-	hopsBuf   [MaxHops]qp.INTHop
-	doneWR    qp.SendWR // the work request being completed
+	region   units.Bytes
+	ePSN     uint32
+	msgBytes units.Bytes
+	unacked  int
+	lastCNP  Time
+	cnpSent  bool
+	lastNak  uint32
+	nakAt    Time
+	nakSent  bool
+	lastDup  uint32
+	dupAt    Time
+	dupAcked bool
+	hopsBuf  [MaxHops]qp.INTHop
+	doneWR   qp.SendWR // the work request being completed
 
 	c QPCounters
 }
