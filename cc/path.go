@@ -3,6 +3,7 @@ package cc
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"mptx/units"
 )
@@ -16,10 +17,11 @@ const (
 	// (windows in MTUs, hop-scaled targets) stay meaningful.
 	maxPathMTU  units.Bytes = 1 << 20
 	maxPathHops             = 64
+	maxBaseRTT              = 10 * time.Second
 )
 
 // Validate reports whether p describes a usable path: LineRate finite and
-// > 0, BaseRTT > 0, MTU in [0, 1 MiB] (0 means DefaultMTU) and Hops in
+// > 0, BaseRTT in (0, 10s], MTU in [0, 1 MiB] (0 means DefaultMTU) and Hops in
 // [0, 64] (0 means 1). Errors name the field, its value and the valid range.
 func (p PathInfo) Validate() error {
 	_, err := p.withDefaults()
@@ -35,8 +37,8 @@ func (p PathInfo) withDefaults() (PathInfo, error) {
 	if p.LineRate <= 0 || p.LineRate == units.Unlimited {
 		return p, fmt.Errorf("cc: PathInfo.LineRate = %v, want a finite rate > 0", p.LineRate)
 	}
-	if p.BaseRTT <= 0 {
-		return p, fmt.Errorf("cc: PathInfo.BaseRTT = %v, want > 0", p.BaseRTT)
+	if p.BaseRTT <= 0 || p.BaseRTT > maxBaseRTT {
+		return p, fmt.Errorf("cc: PathInfo.BaseRTT = %v, want 0s < BaseRTT <= %v", p.BaseRTT, maxBaseRTT)
 	}
 	if p.MTU < 0 || p.MTU > maxPathMTU {
 		return p, fmt.Errorf("cc: PathInfo.MTU = %d, want 0 (means %d) to %d bytes", int64(p.MTU), int64(DefaultMTU), int64(maxPathMTU))

@@ -33,16 +33,16 @@ var (
 // registered, if f is nil, or once New or Names has been called (the
 // registry is immutable after initialisation).
 func Register(name string, f Factory) {
+	_, dup := registry[name]
 	switch {
-	case sealed.Load():
-		panic(fmt.Sprintf("cc: BUG: Register(%q) after init (the registry is read-only once New or Names has run)", name))
 	case name == "":
 		panic("cc: BUG: Register with an empty name")
 	case f == nil:
 		panic(fmt.Sprintf("cc: BUG: Register(%q) with a nil factory", name))
-	}
-	if _, dup := registry[name]; dup {
+	case dup:
 		panic(fmt.Sprintf("cc: BUG: Register(%q) called twice", name))
+	case sealed.Load():
+		panic(fmt.Sprintf("cc: BUG: Register(%q) after init (the registry is read-only once New or Names has run)", name))
 	}
 	registry[name] = f
 }

@@ -43,7 +43,7 @@ type SwiftConfig struct {
 	// flow scaling, compared with the whole RTT sample. Default 50 µs
 	// (UCCL kBaseDelay). Deviation: raised to 2 × BaseRTT on paths whose
 	// base RTT is 25 µs or more, so a long path is not held at MinWindow.
-	// Must exceed the path's BaseRTT. Parameter "base_target".
+	// Range (BaseRTT, 1m]. Parameter "base_target".
 	BaseTarget time.Duration
 	// HopScale is h, the target added per switch hop (hop scaling, paper
 	// §3.3): target includes PathInfo.Hops × h. Default 1 µs (our choice:
@@ -51,8 +51,8 @@ type SwiftConfig struct {
 	HopScale time.Duration
 	// FSRange is the most flow scaling adds to the target (paper §3.3:
 	// a smaller cwnd, i.e. more competing flows, gets a larger target, for
-	// fairness). Default 5 × BaseTarget (UCCL kFSRange). Negative: off.
-	// Parameter "fs_range".
+	// fairness). Default 5 × BaseTarget (UCCL kFSRange). Range [0, 10m];
+	// negative: off. Parameter "fs_range".
 	FSRange time.Duration
 	// FSMinCwnd and FSMaxCwnd (MTUs) are the windows at which flow scaling
 	// adds FSRange and nothing. Defaults 0.1 and 100 (the Swift paper's
@@ -124,9 +124,9 @@ func (c *SwiftConfig) specs(path PathInfo) []spec {
 		{field: "AI", param: "ai", kind: kNumber, ptr: &c.AI, lo: 0, hi: 1000, loOpen: true},
 		{field: "Beta", param: "beta", kind: kNumber, ptr: &c.Beta, lo: 0, hi: 1, loOpen: true},
 		{field: "MaxMDF", param: "max_mdf", kind: kNumber, ptr: &c.MaxMDF, lo: 0, hi: 1, loOpen: true, hiOpen: true},
-		{field: "BaseTarget", param: "base_target", kind: kDuration, ptr: &c.BaseTarget, lo: float64(path.BaseRTT), hi: float64(10 * time.Second), loOpen: true},
+		{field: "BaseTarget", param: "base_target", kind: kDuration, ptr: &c.BaseTarget, lo: float64(path.BaseRTT), hi: float64(time.Minute), loOpen: true},
 		{field: "HopScale", param: "hop_scale", kind: kDuration, ptr: &c.HopScale, off: true, lo: 0, hi: float64(time.Second)},
-		{field: "FSRange", param: "fs_range", kind: kDuration, ptr: &c.FSRange, off: true, lo: 0, hi: float64(10 * time.Second)},
+		{field: "FSRange", param: "fs_range", kind: kDuration, ptr: &c.FSRange, off: true, lo: 0, hi: float64(10 * time.Minute)},
 		{field: "FSMinCwnd", param: "fs_min_cwnd", kind: kNumber, ptr: &c.FSMinCwnd, lo: 0, hi: 1e6, loOpen: true},
 		{field: "FSMaxCwnd", param: "fs_max_cwnd", kind: kNumber, ptr: &c.FSMaxCwnd, lo: 0, hi: 1e6, loOpen: true},
 		{field: "MinWindow", param: "min_window", kind: kSize, ptr: &c.MinWindow, lo: 1, hi: inf},

@@ -59,7 +59,7 @@ type TimelyConfig struct {
 	// Parameter "hai_factor".
 	HAIFactor int
 	// MinRTT normalises the gradient (gradient = rtt_diff/MinRTT). Default
-	// the path's BaseRTT (HPCC ns-3 uses a fixed 20 µs). Range (0, 1s].
+	// the path's BaseRTT (HPCC ns-3 uses a fixed 20 µs). Range (0, 10s].
 	// Parameter "min_rtt".
 	MinRTT time.Duration
 	// MinRate floors the rate. Default 100 Mb/s (HPCC ns-3 RdmaHw
@@ -124,7 +124,7 @@ func (c *TimelyConfig) specs(path PathInfo) []spec {
 		{field: "Delta", param: "delta", kind: kRate, ptr: &c.Delta, lo: 0, hi: line, loOpen: true},
 		{field: "HAIThreshold", param: "hai_threshold", kind: kInt, ptr: &c.HAIThreshold, lo: 1, hi: 1000},
 		{field: "HAIFactor", param: "hai_factor", kind: kInt, ptr: &c.HAIFactor, lo: 1, hi: 1000},
-		{field: "MinRTT", param: "min_rtt", kind: kDuration, ptr: &c.MinRTT, lo: 0, hi: float64(time.Second), loOpen: true},
+		{field: "MinRTT", param: "min_rtt", kind: kDuration, ptr: &c.MinRTT, lo: 0, hi: float64(10 * time.Second), loOpen: true},
 		{field: "MinRate", param: "min_rate", kind: kRate, ptr: &c.MinRate, lo: 0, hi: line, loOpen: true},
 		{field: "InitRate", param: "init_rate", kind: kRate, ptr: &c.InitRate, lo: 0, hi: line, loOpen: true},
 		{field: "Window", param: "window", kind: kSize, ptr: &c.Window, lo: 1, hi: inf},
