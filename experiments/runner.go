@@ -1,0 +1,283 @@
+package experiments
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+)
+
+// RunFunc executes one run. It is called from several goroutines at once
+// (one per worker), each with its own Run; it must honour ctx cancellation
+// at least between simulation steps.
+type RunFunc func(ctx context.Context, r Run) (*Result, error)
+
+// Shard selects every Count-th run starting at Index (0-based), so Count
+// independent processes (a Kubernetes Indexed Job, a Slurm array) split a
+// sweep without talking to each other. The zero Shard is "everything".
+type Shard struct {
+	Index, Count int
+}
+
+// ParseShard parses "i/n" with 0 <= i < n.
+func ParseShard(s string) (Shard, error) {
+	a, b, ok := strings.Cut(s, "/")
+	i, err1 := strconv.Atoi(a)
+	n, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n {
+		return Shard{}, fmt.Errorf("shard %q: want i/n with 0 <= i < n, e.g. 0/4 (Kubernetes: $JOB_COMPLETION_INDEX/N)", s)
+	}
+	return Shard{Index: i, Count: n}, nil
+}
+
+// Has reports whether run number k (in the whole sweep) is this shard's.
+func (s Shard) Has(k int) bool { return s.Count <= 1 || k%s.Count == s.Index }
+
+// String formats the shard as "i/n".
+func (s Shard) String() string { return fmt.Sprintf("%d/%d", s.Index, max(s.Count, 1)) }
+
+// Runner executes runs on a worker pool, persists each finished run under
+// Dir/runs/<hash>.json, and skips runs already there (resume). The zero
+// Runner runs on all cores without persistence or progress output.
+type Runner struct {
+	Run     RunFunc
+	Workers int    // 0: runtime.NumCPU()
+	Dir     string // results directory; "" keeps results in memory only
+	Shard   Shard
+	// Progress receives the progress bar (with ETA); nil for none.
+	Progress io.Writer
+	// Force re-runs runs that already have results.
+	Force bool
+}
+
+// Report is what Execute did.
+type Report struct {
+	// Results holds this shard's results (run now or found on disk), in
+	// the order of the runs given.
+	Results []*Result
+	Ran     int // runs executed now
+	Reused  int // runs whose results were already in Dir
+	Failed  []error
+	Wall    time.Duration
+}
+
+// RunError is a run that failed.
+type RunError struct {
+	Run Run
+	Err error
+}
+
+func (e *RunError) Error() string {
+	return fmt.Sprintf("run %s (%s, %s, seed %d): %v", e.Run.Hash, e.Run.Spec.Name, e.Run.Policy.Key(), e.Run.Seed, e.Err)
+}
+
+func (e *RunError) Unwrap() error { return e.Err }
+
+// RunPath is where a run's result lives under dir.
+func RunPath(dir, hash string) string { return filepath.Join(dir, "runs", hash+".json") }
+
+// Execute runs this shard's share of runs. Runs are numbered by their
+// position in runs, so every shard must be given the same list. Failed
+// runs are reported, not persisted, and do not stop the others; ctx
+// cancellation stops the sweep after the runs in progress.
+func (r *Runner) Execute(ctx context.Context, runs []Run) (*Report, error) {
+	start := time.Now()
+	if r.Run == nil {
+		return nil, errors.New("experiments: Runner.Run is nil")
+	}
+	if r.Dir != "" {
+		if err := os.MkdirAll(filepath.Join(r.Dir, "runs"), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	rep := &Report{}
+	var todo []int // indices into mine
+	var mine []Run
+	for k, run := range runs {
+		if !r.Shard.Has(k) {
+			continue
+		}
+		mine = append(mine, run)
+		if !r.Force && r.Dir != "" {
+			if res, err := LoadResult(RunPath(r.Dir, run.Hash)); err == nil && res.Row.Hash == run.Hash {
+				rep.Results = append(rep.Results, res)
+				rep.Reused++
+				continue
+			}
+		}
+		rep.Results = append(rep.Results, nil)
+		todo = append(todo, len(mine)-1)
+	}
+	workers := r.Workers
+	if workers <= 0 {
+		workers = runtime.NumCPU()
+	}
+	workers = min(workers, max(len(todo), 1))
+
+	var bar *progressbar.ProgressBar
+	if r.Progress != nil && len(todo) > 0 {
+		bar = progressbar.NewOptions(len(todo),
+			progressbar.OptionSetWriter(r.Progress),
+			progressbar.OptionSetDescription(fmt.Sprintf("%d runs on %d workers", len(todo), workers)),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionSetElapsedTime(true),
+			progressbar.OptionShowElapsedTimeOnFinish(),
+			progressbar.OptionThrottle(200*time.Millisecond),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionOnCompletion(func() { fmt.Fprintln(r.Progress) }),
+		)
+	}
+
+	jobs := make(chan int)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				run := mine[i]
+				t0 := time.Now()
+				res, err := safeRun(ctx, r.Run, run)
+				if err == nil {
+					res.Row.WallMs = wallMs(time.Since(t0))
+					if r.Dir != "" {
+						err = SaveResult(RunPath(r.Dir, run.Hash), res)
+					}
+				}
+				mu.Lock()
+				if err != nil {
+					rep.Failed = append(rep.Failed, &RunError{Run: run, Err: err})
+				} else {
+					rep.Results[i] = res
+					rep.Ran++
+				}
+				mu.Unlock()
+				if bar != nil {
+					_ = bar.Add(1)
+				}
+			}
+		}()
+	}
+feed:
+	for _, i := range todo {
+		select {
+		case jobs <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	// Drop the holes failed or cancelled runs left.
+	kept := rep.Results[:0]
+	for _, res := range rep.Results {
+		if res != nil {
+			kept = append(kept, res)
+		}
+	}
+	rep.Results = kept
+	rep.Wall = time.Since(start)
+	return rep, ctx.Err()
+}
+
+// safeRun calls f, turning a panic into an error carrying the stack.
+func safeRun(ctx context.Context, f RunFunc, run Run) (res *Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = nil, fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	res, err = f(ctx, run)
+	if err == nil && res == nil {
+		err = errors.New("RunFunc returned no result")
+	}
+	return res, err
+}
+
+// SaveResult writes res to path atomically (a temporary file renamed into
+// place), so an interrupted sweep never leaves a half-written result that
+// resume would trust.
+func SaveResult(path string, res *Result) error {
+	data, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// LoadResult reads a result written by SaveResult.
+func LoadResult(path string) (*Result, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var res Result
+	if err := json.Unmarshal(data, &res); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if res.Row.Hash == "" {
+		return nil, fmt.Errorf("%s: not a run result (no hash)", path)
+	}
+	return &res, nil
+}
+
+// LoadResults reads every run result under each dir's runs/ folder,
+// keeping one result per hash (the first found), sorted by SortResults.
+// This is the merge step of a sharded sweep.
+func LoadResults(dirs ...string) ([]*Result, error) {
+	var out []*Result
+	seen := map[string]bool{}
+	for _, d := range dirs {
+		files, err := filepath.Glob(filepath.Join(d, "runs", "*.json"))
+		if err != nil {
+			return nil, err
+		}
+		if len(files) == 0 {
+			if _, err := os.Stat(d); err != nil {
+				return nil, err
+			}
+		}
+		for _, f := range files { // Glob returns sorted names
+			res, err := LoadResult(f)
+			if err != nil {
+				return nil, err
+			}
+			if seen[res.Row.Hash] {
+				continue
+			}
+			seen[res.Row.Hash] = true
+			out = append(out, res)
+		}
+	}
+	SortResults(out)
+	return out, nil
+}
