@@ -11,10 +11,12 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/sdk/instrumentation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
@@ -265,4 +267,20 @@ func putAttrs(m pcommon.Map, kvs []attribute.KeyValue) {
 			m.PutStr(k, kv.Value.Emit())
 		}
 	}
+}
+
+// NewFileSpanExporter returns a span exporter writing each batch as one
+// OTLP JSON line (an ExportTraceServiceRequest, the collector's file
+// exporter format) to w. Shutdown closes w if it is an io.Closer.
+func NewFileSpanExporter(ctx context.Context, w io.Writer) (sdktrace.SpanExporter, error) {
+	c, _ := w.(io.Closer)
+	return otlptrace.New(ctx, &fileTraceClient{sink: newFileSink(w, c)})
+}
+
+// NewFileMetricExporter returns a metric exporter writing each collection
+// as one OTLP JSON line (an ExportMetricsServiceRequest) to w. Shutdown
+// closes w if it is an io.Closer.
+func NewFileMetricExporter(w io.Writer) sdkmetric.Exporter {
+	c, _ := w.(io.Closer)
+	return &fileMetricExporter{sink: newFileSink(w, c)}
 }

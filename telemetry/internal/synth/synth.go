@@ -37,6 +37,9 @@ type Spec struct {
 	ChunkSize units.Bytes
 	Start     vtime.Time
 	Paths     []Path
+	// Delay adds to the first attempt of the chunks it names (a
+	// straggler: a slow completion not explained by the path's rate).
+	Delay map[uint32]time.Duration
 }
 
 // Result is the synthetic engine's own accounting.
@@ -131,7 +134,11 @@ func Run(spec Spec, rec multipath.Recorder) Result {
 		ser := max(now, p.busy)
 		p.busy = ser.Add(spec.Paths[path].Rate.TxTime(sz))
 		p.inflight++
-		pe := pending{at: p.busy.Add(spec.Paths[path].RTT), path: path, chunk: c, attempt: attempts[c], start: now}
+		done := p.busy.Add(spec.Paths[path].RTT)
+		if attempts[c] == 1 {
+			done = done.Add(spec.Delay[c])
+		}
+		pe := pending{at: done, path: path, chunk: c, attempt: attempts[c], start: now}
 		p.attempts[c] = pe
 		emit(multipath.Event{Kind: multipath.EvChunkStart, Now: now, Transfer: spec.Transfer, Chunk: c,
 			Path: path, Attempt: attempts[c], Bytes: sz})
@@ -162,6 +169,7 @@ func Run(spec Spec, rec multipath.Recorder) Result {
 		p := &ps[e.path]
 		if e.down {
 			p.down = true
+			res.End = max(res.End, e.at)
 			emit(multipath.Event{Kind: multipath.EvPathDown, Now: e.at, Path: e.path, Reason: "retry exceeded"})
 			for c, a := range p.attempts {
 				_ = a
@@ -213,7 +221,7 @@ func Run(spec Spec, rec multipath.Recorder) Result {
 			emit(multipath.Event{Kind: multipath.EvCNP, Now: e.at, Path: e.path, ECN: ecn})
 		}
 		fill(e.at)
-		res.End = e.at
+		res.End = max(res.End, e.at)
 	}
 	if acked < n {
 		emit(multipath.Event{Kind: multipath.EvTransferFailed, Now: res.End, Transfer: spec.Transfer, Reason: "all paths down"})
