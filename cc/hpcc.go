@@ -165,7 +165,8 @@ func (c HPCCConfig) Validate(path PathInfo) error {
 type HPCC struct {
 	cfg HPCCConfig
 
-	tNS              float64
+	tNS, invT        float64 // T in ns and 1/T
+	qScale, rScale   float64 // 8e9/T: bytes queued per T → utilisation·B; W → bit/s
 	eta              float64
 	maxStage         int
 	wai, wMin, wMax  float64 // bytes
@@ -197,6 +198,9 @@ func NewHPCC(cfg HPCCConfig, path PathInfo) (*HPCC, error) {
 	h := &HPCC{
 		cfg:      c,
 		tNS:      float64(c.T),
+		invT:     1 / float64(c.T),
+		qScale:   8e9 / float64(c.T),
+		rScale:   8e9 / float64(c.T),
 		eta:      c.Eta,
 		maxStage: max(c.MaxStage, 0),
 		wai:      float64(c.WAI),
@@ -233,7 +237,8 @@ func (h *HPCC) OnAck(a Ack) {
 		sndNxt = h.acked.AddSat(max(a.InFlight, 0))
 	}
 	if h.nhops != n { // first telemetry, or a new route
-		h.hops, h.nhops = a.Hops, n
+		copy(h.hops[:n], a.Hops[:n])
+		h.nhops = n
 		h.lastUpdateSeq = sndNxt
 		return
 	}
@@ -262,20 +267,27 @@ func (h *HPCC) measure(a *Ack) bool {
 		if dt <= 0 || dB < 0 || cur.Rate <= 0 {
 			continue
 		}
-		b := float64(cur.Rate)
-		q := float64(max(min(cur.QLen, prev.QLen), 0))
-		txRate := float64(dB) * 8e9 / float64(dt) // bit/s
-		u := q*8e9/(b*h.tNS) + txRate/b
+		// u = qlen/(B·T) + txRate/B with txRate = ΔtxBytes·8/Δts, as one
+		// division: (qlen·(8/T)·Δts + ΔtxBytes·8) / (B·Δts), times in ns.
+		q := min(cur.QLen, prev.QLen)
+		if q < 0 {
+			q = 0
+		}
+		fdt := float64(dt)
+		u := (float64(q)*h.qScale*fdt + float64(dB)*8e9) / (float64(cur.Rate) * fdt)
 		if !ok || u > umax {
-			umax, tau, ok = u, float64(dt), true
+			umax, tau, ok = u, fdt, true
 		}
 	}
-	h.hops = a.Hops
+	copy(h.hops[:h.nhops], a.Hops[:h.nhops])
 	if !ok {
 		return false
 	}
-	tau = min(tau, h.tNS)
-	h.u = (1-tau/h.tNS)*h.u + tau/h.tNS*umax
+	if tau > h.tNS {
+		tau = h.tNS
+	}
+	f := tau * h.invT
+	h.u = (1-f)*h.u + f*umax
 	h.lastU = umax
 	return true
 }
@@ -284,7 +296,11 @@ func (h *HPCC) measure(a *Ack) bool {
 func (h *HPCC) computeWind(update bool) {
 	var w float64
 	if h.u >= h.eta || h.incStage >= h.maxStage {
-		w = h.wc/(max(h.u, 1e-12)/h.eta) + h.wai
+		u := h.u
+		if !(u > 1e-12) { // U ≈ 0 with incStage ≥ maxStage: W is capped below
+			u = 1e-12
+		}
+		w = h.wc*h.eta/u + h.wai // Wc/(U/η) + W_AI
 		if update {
 			h.incStage = 0
 		}
@@ -294,9 +310,15 @@ func (h *HPCC) computeWind(update bool) {
 			h.incStage = satInc(h.incStage)
 		}
 	}
-	h.w = clampF(w, h.wMin, h.wMax)
+	switch {
+	case !(w >= h.wMin): // also NaN
+		w = h.wMin
+	case w > h.wMax:
+		w = h.wMax
+	}
+	h.w = w
 	if update {
-		h.wc = h.w
+		h.wc = w
 	}
 }
 
@@ -319,7 +341,7 @@ func (h *HPCC) Deadline() vtime.Time { return 0 }
 func (h *HPCC) Window() units.Bytes { return max(bytesOf(h.w), 1) }
 
 // Rate returns W/T.
-func (h *HPCC) Rate() units.BitRate { return max(rateOf(h.w*8e9/h.tNS), 1) }
+func (h *HPCC) Rate() units.BitRate { return max(rateOf(h.w*h.rScale), 1) }
 
 // U returns the smoothed utilisation U.
 func (h *HPCC) U() float64 { return h.u }
