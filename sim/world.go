@@ -13,11 +13,23 @@ type Handler interface {
 	Fire(now Time)
 }
 
-// event is one entry of the event list.
+// event is one entry of the event list: 16 bytes, so that a node's four
+// children share one cache line. key holds the scheduling sequence number
+// in its high 40 bits (FIFO tie-break) and the index of the handler's slot
+// in its low 24 bits.
 type event struct {
 	at  Time
-	seq uint64 // FIFO tie-break among equal at
-	h   Handler
+	key uint64
+}
+
+const (
+	slotBits = 24
+	slotMask = 1<<slotBits - 1
+	maxSeq   = 1<<(64-slotBits) - 1
+)
+
+func (e event) before(f event) bool {
+	return e.at < f.at || (e.at == f.at && e.key < f.key)
 }
 
 // World is one simulation: its clock, its event list (a 4-ary min-heap on
@@ -36,6 +48,8 @@ type World struct {
 	now     Time
 	seq     uint64
 	heap    []event
+	slots   []Handler // handlers of pending events, by slot
+	free1   []uint32  // free slots
 	rng     *rand.Rand
 	seed    uint64
 	fired   uint64
@@ -61,6 +75,8 @@ func NewWorld(seed uint64) *World {
 		rng:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		seed:     seed,
 		heap:     make([]event, 0, 1024),
+		slots:    make([]Handler, 0, 1024),
+		free1:    make([]uint32, 0, 1024),
 		poolStep: 256,
 	}
 }
@@ -88,25 +104,36 @@ func (w *World) At(at Time, h Handler) {
 	if at < w.now {
 		panic("sim: BUG: At(" + at.String() + ") is before now " + w.now.String())
 	}
+	var slot uint32
+	if n := len(w.free1); n > 0 {
+		slot = w.free1[n-1]
+		w.free1 = w.free1[:n-1]
+		w.slots[slot] = h
+	} else {
+		slot = uint32(len(w.slots))
+		if slot > slotMask {
+			panic("sim: BUG: more than 16M pending events")
+		}
+		w.slots = append(w.slots, h)
+	}
 	w.seq++
-	w.heap = append(w.heap, event{at: at, seq: w.seq, h: h})
+	if w.seq > maxSeq {
+		panic("sim: BUG: event sequence number overflow (2^40 events)")
+	}
+	w.heap = append(w.heap, event{at: at, key: w.seq<<slotBits | uint64(slot)})
 	w.up(len(w.heap) - 1)
 }
 
 // After schedules h to fire d after now.
 func (w *World) After(d Time, h Handler) { w.At(w.now+d, h) }
 
-func (e *event) before(f *event) bool {
-	return e.at < f.at || (e.at == f.at && e.seq < f.seq)
-}
-
 // up restores the heap order from index i towards the root.
 func (w *World) up(i int) {
 	h := w.heap
 	e := h[i]
 	for i > 0 {
-		p := (i - 1) / 4
-		if !e.before(&h[p]) {
+		p := (i - 1) >> 2
+		if !e.before(h[p]) {
 			break
 		}
 		h[i] = h[p]
@@ -126,33 +153,48 @@ func (w *World) down(i int) {
 			break
 		}
 		m := c
-		end := min(c+4, n)
-		for j := c + 1; j < end; j++ {
-			if h[j].before(&h[m]) {
-				m = j
+		mv := h[c]
+		if c+3 < n {
+			if v := h[c+1]; v.before(mv) {
+				m, mv = c+1, v
+			}
+			if v := h[c+2]; v.before(mv) {
+				m, mv = c+2, v
+			}
+			if v := h[c+3]; v.before(mv) {
+				m, mv = c+3, v
+			}
+		} else {
+			for j := c + 1; j < n; j++ {
+				if v := h[j]; v.before(mv) {
+					m, mv = j, v
+				}
 			}
 		}
-		if !h[m].before(&e) {
+		if !mv.before(e) {
 			break
 		}
-		h[i] = h[m]
+		h[i] = mv
 		i = m
 	}
 	h[i] = e
 }
 
-// pop removes and returns the earliest event.
-func (w *World) pop() event {
+// pop removes the earliest event and returns its time and handler.
+func (w *World) pop() (Time, Handler) {
 	h := w.heap
 	e := h[0]
 	n := len(h) - 1
 	h[0] = h[n]
-	h[n] = event{}
 	w.heap = h[:n]
-	if n > 0 {
+	if n > 1 {
 		w.down(0)
 	}
-	return e
+	slot := uint32(e.key & slotMask)
+	hd := w.slots[slot]
+	w.slots[slot] = nil
+	w.free1 = append(w.free1, slot)
+	return e.at, hd
 }
 
 // Step fires the earliest event and reports whether there was one.
@@ -160,10 +202,10 @@ func (w *World) Step() bool {
 	if len(w.heap) == 0 {
 		return false
 	}
-	e := w.pop()
-	w.now = e.at
+	at, h := w.pop()
+	w.now = at
 	w.fired++
-	e.h.Fire(e.at)
+	h.Fire(at)
 	return true
 }
 
@@ -173,10 +215,10 @@ func (w *World) Step() bool {
 func (w *World) Run() {
 	w.stop = false
 	for !w.stop && len(w.heap) > w.idle+w.daemons {
-		e := w.pop()
-		w.now = e.at
+		at, h := w.pop()
+		w.now = at
 		w.fired++
-		e.h.Fire(e.at)
+		h.Fire(at)
 	}
 }
 
@@ -186,10 +228,10 @@ func (w *World) Run() {
 func (w *World) RunUntil(t Time) bool {
 	w.stop = false
 	for !w.stop && len(w.heap) > 0 && w.heap[0].at <= t {
-		e := w.pop()
-		w.now = e.at
+		at, h := w.pop()
+		w.now = at
 		w.fired++
-		e.h.Fire(e.at)
+		h.Fire(at)
 	}
 	if !w.stop && t > w.now {
 		w.now = t
