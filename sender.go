@@ -1,0 +1,260 @@
+// Package mptx ships large tensors between machines over several RDMA queue
+// pairs per peer: the driver that binds the deterministic multipath engine
+// (multipath, cc, pacing, chunk) to a queue-pair backend (qp/verbs, qp/mem,
+// or the simulator's).
+//
+// A Sender drives one connection's transfers; a Receiver tracks the tensors
+// arriving on one connection. Both are driven by Step(now), which polls
+// completions, feeds the engine, carries out its actions and returns the
+// next instant it must run again. The same Step runs inside the simulator's
+// virtual time (sim/simqp schedules it as an event) and in real time (Loop
+// calls it from a goroutine, sleeping until the deadline or a completion
+// notification). Senders and Receivers are not safe for concurrent use: one
+// goroutine, or one simulated world, owns each.
+package mptx
+
+import (
+	"fmt"
+	"time"
+
+	"mptx/chunk"
+	"mptx/multipath"
+	"mptx/qp"
+	"mptx/vtime"
+)
+
+// SenderConfig configures a Sender.
+type SenderConfig struct {
+	// Engine configures the multipath engine. Paths left empty are filled
+	// from the connection's PathInfo (rate, RTT, MTU, NIC, name).
+	Engine multipath.Config
+	// Batch is the most actions and completions handled per round; 0
+	// means 64.
+	Batch int
+	// CounterInterval is how often path counters (ECN, CNP) are read while
+	// transfers are live; 0 means 50 µs (one DCQCN CNP interval).
+	CounterInterval time.Duration
+	// OnDone is called when a transfer completes (err nil) or fails.
+	OnDone func(id multipath.TransferID, now vtime.Time, err error)
+}
+
+// SenderStats counts the driver's own work.
+type SenderStats struct {
+	Posted      uint64 // work requests posted
+	Completions uint64 // send completions polled
+	PostErrors  uint64 // work requests the backend refused
+	Steps       uint64
+}
+
+// Sender drives the engine over one qp.Conn.
+type Sender struct {
+	conn   qp.Conn
+	eng    *multipath.Engine
+	cfg    SenderConfig
+	intr   qp.INTReader
+	acts   []multipath.Action
+	cqes   []qp.Completion
+	wrs    [][]qp.SendWR // per path batch
+	ids    [][]uint64
+	comp   multipath.Completion
+	hops   [8]qp.INTHop
+	nextCt vtime.Time
+	stats  SenderStats
+}
+
+// NewSender builds a sender over conn.
+func NewSender(conn qp.Conn, cfg SenderConfig) (*Sender, error) {
+	infos := conn.Paths()
+	if len(infos) == 0 {
+		return nil, fmt.Errorf("mptx: connection has no paths")
+	}
+	if len(cfg.Engine.Paths) == 0 {
+		cfg.Engine.Paths = make([]multipath.PathConfig, len(infos))
+		for i, pi := range infos {
+			cfg.Engine.Paths[i] = multipath.PathConfig{
+				Name: fmt.Sprintf("%s/qp%d", pi.Device, pi.QPN), NIC: pi.NIC,
+				LineRate: pi.LineRate, BaseRTT: pi.BaseRTT, MTU: pi.MTU, Hops: pi.Hops,
+			}
+		}
+	} else if len(cfg.Engine.Paths) != len(infos) {
+		return nil, fmt.Errorf("mptx: SenderConfig.Engine.Paths has %d paths but the connection has %d", len(cfg.Engine.Paths), len(infos))
+	}
+	if cfg.Batch == 0 {
+		cfg.Batch = 64
+	}
+	if cfg.Batch < 1 {
+		return nil, fmt.Errorf("mptx: SenderConfig.Batch = %d (valid: >= 1)", cfg.Batch)
+	}
+	if cfg.CounterInterval == 0 {
+		cfg.CounterInterval = 50 * time.Microsecond
+	}
+	// The engine keeps MaxWRPerPath segments plus one probe outstanding
+	// per path; keep that within the backend's send queue.
+	if maxWR := conn.Caps().MaxSendWR; maxWR > 1 {
+		limit := maxWR - 1
+		if cfg.Engine.MaxWRPerPath == 0 {
+			cfg.Engine.MaxWRPerPath = min(limit, 64)
+		} else if cfg.Engine.MaxWRPerPath > limit {
+			return nil, fmt.Errorf("mptx: SenderConfig.Engine.MaxWRPerPath = %d exceeds the backend's send queue (valid: 1..%d)", cfg.Engine.MaxWRPerPath, limit)
+		}
+	}
+	eng, err := multipath.New(cfg.Engine)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sender{conn: conn, eng: eng, cfg: cfg}
+	s.intr, _ = conn.(qp.INTReader)
+	s.acts = make([]multipath.Action, cfg.Batch)
+	s.cqes = make([]qp.Completion, cfg.Batch)
+	s.wrs = make([][]qp.SendWR, len(infos))
+	s.ids = make([][]uint64, len(infos))
+	for i := range s.wrs {
+		s.wrs[i] = make([]qp.SendWR, 0, cfg.Batch)
+		s.ids[i] = make([]uint64, 0, cfg.Batch)
+	}
+	return s, nil
+}
+
+// Engine returns the sender's engine, for statistics.
+func (s *Sender) Engine() *multipath.Engine { return s.eng }
+
+// Conn returns the sender's connection.
+func (s *Sender) Conn() qp.Conn { return s.conn }
+
+// Stats returns the driver's counters.
+func (s *Sender) Stats() SenderStats { return s.stats }
+
+// Submit starts a transfer; see multipath.Engine.Submit. Call Step after
+// it (the simulator glue and Loop do).
+func (s *Sender) Submit(now vtime.Time, spec multipath.TransferSpec) (int, chunk.Plan, error) {
+	return s.eng.Submit(now, spec)
+}
+
+// Step runs one round of the driver loop at now and returns the next
+// instant it must run again (0: only when a completion arrives).
+func (s *Sender) Step(now vtime.Time) vtime.Time {
+	s.stats.Steps++
+	s.poll(now)
+	if s.eng.Live() > 0 && now >= s.nextCt {
+		s.readCounters(now)
+		s.nextCt = now.Add(s.cfg.CounterInterval)
+	}
+	if d := s.eng.Deadline(); d != 0 && d <= now {
+		s.eng.OnTimer(now)
+	}
+	for {
+		n := s.eng.Actions(now, s.acts)
+		s.execute(now, s.acts[:n])
+		if n < len(s.acts) {
+			break
+		}
+		s.poll(now) // posting may have completed work synchronously
+	}
+	next := s.eng.Deadline()
+	if s.eng.Live() > 0 {
+		next = vtime.Earliest(next, s.nextCt)
+	}
+	return next
+}
+
+func (s *Sender) poll(now vtime.Time) {
+	for {
+		n, err := s.conn.Poll(s.cqes)
+		if err != nil || n == 0 {
+			return
+		}
+		s.stats.Completions += uint64(n)
+		for i := range s.cqes[:n] {
+			c := &s.cqes[i]
+			at := c.At
+			if at == 0 || at > now {
+				at = now
+			}
+			s.comp = multipath.Completion{WorkID: c.ID, OK: c.Status == qp.StatusOK}
+			if !s.comp.OK {
+				s.comp.Reason = c.Status.String()
+			}
+			if s.intr != nil {
+				if k := s.intr.INT(c.ID, s.hops[:]); k > 0 {
+					s.comp.NHops = k
+					for h := 0; h < k && h < len(s.comp.Hops); h++ {
+						s.comp.Hops[h].QLen = s.hops[h].QLen
+						s.comp.Hops[h].TxBytes = s.hops[h].TxBytes
+						s.comp.Hops[h].TS = s.hops[h].TS
+						s.comp.Hops[h].Rate = s.hops[h].Rate
+					}
+				}
+			}
+			s.eng.OnCompletion(at, &s.comp)
+		}
+		if n < len(s.cqes) {
+			return
+		}
+	}
+}
+
+func (s *Sender) readCounters(now vtime.Time) {
+	caps := s.conn.Caps()
+	if !caps.CNPCounters && !caps.ECNCounters {
+		return
+	}
+	for i := 0; i < s.eng.NumPaths(); i++ {
+		c, err := s.conn.Counters(i)
+		if err != nil {
+			continue
+		}
+		s.eng.OnCounters(now, i, c.ECNMarked, c.CNPReceived)
+	}
+}
+
+// execute carries out a batch of actions: posts grouped per path (order
+// kept within a path), then done/failed callbacks.
+func (s *Sender) execute(now vtime.Time, acts []multipath.Action) {
+	for i := range acts {
+		a := &acts[i]
+		switch a.Kind {
+		case multipath.ActPost, multipath.ActProbe:
+			wr := qp.SendWR{ID: a.WorkID, Op: qp.OpWrite, Local: a.Local, Remote: a.Remote, Len: a.Len}
+			if a.HasImm {
+				wr.Op, wr.Imm = qp.OpWriteImm, a.ImmData
+			}
+			s.wrs[a.Path] = append(s.wrs[a.Path], wr)
+		}
+	}
+	for p := range s.wrs {
+		wrs := s.wrs[p]
+		if len(wrs) == 0 {
+			continue
+		}
+		n, err := s.conn.PostSend(p, wrs)
+		s.stats.Posted += uint64(n)
+		if err != nil || n < len(wrs) {
+			reason := "post-failed"
+			if err == qp.ErrQueueFull {
+				reason = "send-queue-full"
+			}
+			for k := n; k < len(wrs); k++ {
+				s.stats.PostErrors++
+				s.comp = multipath.Completion{WorkID: wrs[k].ID, Reason: reason}
+				s.eng.OnCompletion(now, &s.comp)
+			}
+		}
+		s.wrs[p] = wrs[:0]
+	}
+	for i := range acts {
+		a := &acts[i]
+		switch a.Kind {
+		case multipath.ActDone:
+			if s.cfg.OnDone != nil {
+				s.cfg.OnDone(a.Transfer, now, nil)
+			}
+		case multipath.ActFailed:
+			if s.cfg.OnDone != nil {
+				s.cfg.OnDone(a.Transfer, now, a.Err)
+			}
+		}
+	}
+}
+
+// Idle reports whether the sender has no live transfer.
+func (s *Sender) Idle() bool { return s.eng.Live() == 0 }
