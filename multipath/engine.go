@@ -201,15 +201,15 @@ type path struct {
 	portRate  units.BitRate
 	port      *pacing.Port // shared by paths on one NIC; nil when disabled
 
-	state     PathState
-	reason    string
-	upAt      vtime.Time // errors of work posted before this are stale
-	backoff   time.Duration
-	until     vtime.Time // quarantine end
-	probeID   uint64
-	probeFail int
+	state       PathState
+	reason      string
+	upAt        vtime.Time // errors of work posted before this are stale
+	backoff     time.Duration
+	until       vtime.Time // quarantine end
+	probeID     uint64
+	probeFail   int
 	probeReason string // why the last probe failed
-	lastProbe vtime.Time
+	lastProbe   vtime.Time
 
 	hasActive    bool
 	activeSlot   uint16
