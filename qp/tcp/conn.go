@@ -1,0 +1,672 @@
+package tcp
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"mptx/qp"
+	"mptx/units"
+)
+
+// Defaults for zero Config fields.
+const (
+	// DefaultLineRate is PathInfo.LineRate for a path whose PathConfig
+	// leaves it 0. The engine paces each path at most at its line rate, so
+	// set it to the NIC's rate.
+	DefaultLineRate = 10 * units.Gbps
+	// DefaultMaxSendWR is the send queue depth per path.
+	DefaultMaxSendWR = 256
+	// DefaultRetryTimeout is the TCP_USER_TIMEOUT of every path.
+	DefaultRetryTimeout = 2 * time.Second
+)
+
+// maxBatch is the most work requests one writev carries (two iovecs each;
+// Linux's IOV_MAX is 1024).
+const maxBatch = 256
+
+// Notifier is implemented by Conn and Receiver. Notify returns a channel
+// that receives a value (it holds at most one) whenever completions may be
+// ready to poll; pass it as mptx.LoopConfig.Wake. The channel is never
+// closed.
+type Notifier interface {
+	Notify() <-chan struct{}
+}
+
+// PathConfig configures one path of a Conn.
+type PathConfig struct {
+	// Remote is the receiver's "host:port" for this path; "" means the
+	// address passed to Dial.
+	Remote string
+	// Local, if valid, is the source address the path's socket binds to
+	// (the port is chosen by the kernel, so every path has its own).
+	Local netip.Addr
+	// Interface, if set, binds the path's socket to this network
+	// interface (SO_BINDTODEVICE, socket(7); Linux only, needs
+	// CAP_NET_RAW).
+	Interface string
+	// LineRate is reported in PathInfo; 0 means DefaultLineRate.
+	LineRate units.BitRate
+	// NIC is the local NIC index reported in PathInfo (0..MaxPaths-1);
+	// paths with the same NIC share a port pacer in the engine.
+	NIC int
+}
+
+// DialConfig configures Dial.
+type DialConfig struct {
+	// Secret is the shared secret, at least MinSecret bytes.
+	Secret []byte
+	// Paths has one entry per path (1..MaxPaths); a zero PathConfig dials
+	// Dial's address from a kernel-chosen source.
+	Paths []PathConfig
+	// SendRegion is the send region; SendWR.Local offsets index it. Nil
+	// is valid when every work request has Len 0.
+	SendRegion []byte
+	// MaxSendWR is the send queue depth per path (2..65536); 0 means
+	// DefaultMaxSendWR.
+	MaxSendWR int
+	// RetryTimeout is each path's TCP_USER_TIMEOUT (tcp(7)): data left
+	// unacknowledged that long breaks the path, as exhausting an RC QP's
+	// retry count does. 0 means DefaultRetryTimeout; negative keeps the
+	// kernel's default (minutes).
+	RetryTimeout time.Duration
+}
+
+type pathState uint8
+
+// Sender path states.
+const (
+	// stateReady: frames flow.
+	stateReady pathState = iota
+	// stateError: the receiver NAKed a WR (remote access error). As for an
+	// RC queue pair in the error state, posted WRs complete with
+	// StatusFlushed; the writer has half-closed the connection.
+	stateError
+	// stateBroken: the connection failed. The first WR completed after the
+	// failure gets StatusRetryExceeded (or StatusFatal), later ones
+	// StatusFlushed.
+	stateBroken
+)
+
+// Conn is the sender's side of a connection: Paths() TCP connections to one
+// Receiver. It implements qp.Conn and Notifier.
+//
+// Its qp.Conn methods must be called from one goroutine at a time (the
+// driver's); Notify, PathBytes, RegionSize and ID are safe for concurrent
+// use. The zero value is not usable; get one from Dial.
+type Conn struct {
+	id         ConnID
+	region     []byte
+	regionSize units.Bytes
+	maxWR      int
+	infos      []qp.PathInfo
+	paths      []*sendPath
+	notify     chan struct{}
+	done       chan struct{}
+	wg         sync.WaitGroup
+	avail      atomic.Int64 // completions in cq, read without the lock by Poll
+	isClosed   atomic.Bool
+
+	mu     sync.Mutex
+	closed bool // guarded by mu
+	cq     cq   // guarded by mu
+}
+
+var (
+	_ qp.Conn  = (*Conn)(nil)
+	_ Notifier = (*Conn)(nil)
+)
+
+// sendPath is one path of a Conn.
+type sendPath struct {
+	c        *Conn
+	idx      int
+	conn     *net.TCPConn
+	qpn      uint32
+	doorbell chan struct{}
+
+	// Guarded by c.mu. The send queue is a ring: sq[head] is the oldest
+	// WR not yet completed, n WRs are outstanding, the first sent of them
+	// have been handed to the writer. seqHead is sq[head]'s sequence
+	// number. cqPending counts this path's completions not yet polled:
+	// they still hold send queue slots.
+	sq          []qp.SendWR
+	head        int
+	n           int
+	sent        int
+	seqHead     uint32
+	cqPending   int
+	state       pathState
+	retryIssued bool
+	acked       units.Bytes
+
+	// Owned by the writer goroutine.
+	hdrs []([hdrLen]byte)
+	iov  [][]byte
+	bufs net.Buffers
+
+	// Owned by the reader goroutine.
+	br  *bufio.Reader
+	ack [ackLen]byte
+}
+
+var qpnSeq atomic.Uint32
+
+// nextQPN returns a process-unique (modulo 2^24) 24-bit queue pair number.
+func nextQPN() uint32 { return 0x100 + (qpnSeq.Add(1)-1)%(1<<24-0x100) }
+
+func (cfg *DialConfig) validate(addr string) error {
+	if err := checkSecret(cfg.Secret); err != nil {
+		return err
+	}
+	if n := len(cfg.Paths); n < 1 || n > MaxPaths {
+		return fmt.Errorf("tcp: DialConfig.Paths has %d paths (valid: 1..%d)", n, MaxPaths)
+	}
+	if cfg.MaxSendWR != 0 && (cfg.MaxSendWR < 2 || cfg.MaxSendWR > 1<<16) {
+		return fmt.Errorf("tcp: DialConfig.MaxSendWR = %d (valid: 0 for %d, or 2..65536)", cfg.MaxSendWR, DefaultMaxSendWR)
+	}
+	for i, p := range cfg.Paths {
+		if p.Remote == "" && addr == "" {
+			return fmt.Errorf("tcp: DialConfig.Paths[%d].Remote is empty and so is Dial's address (valid: host:port)", i)
+		}
+		if p.LineRate < 0 {
+			return fmt.Errorf("tcp: DialConfig.Paths[%d].LineRate = %d bit/s (valid: 0 for %v, or > 0)", i, p.LineRate, DefaultLineRate)
+		}
+		if p.NIC < 0 || p.NIC >= MaxPaths {
+			return fmt.Errorf("tcp: DialConfig.Paths[%d].NIC = %d (valid: 0..%d)", i, p.NIC, MaxPaths-1)
+		}
+	}
+	return nil
+}
+
+// Dial opens a connection to the Listener at addr: one TCP connection per
+// cfg.Paths entry, each authenticated (see the package doc). It returns when
+// the receiver has accepted the connection (Listener.Accept) or ctx ends; a
+// ctx without a deadline gets DefaultHandshakeTimeout. A receiver that does
+// not know the secret yields an error wrapping ErrAuth.
+func Dial(ctx context.Context, addr string, cfg DialConfig) (*Conn, error) {
+	if err := cfg.validate(addr); err != nil {
+		return nil, err
+	}
+	if cfg.MaxSendWR == 0 {
+		cfg.MaxSendWR = DefaultMaxSendWR
+	}
+	if cfg.RetryTimeout == 0 {
+		cfg.RetryTimeout = DefaultRetryTimeout
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultHandshakeTimeout)
+		defer cancel()
+	}
+	n := len(cfg.Paths)
+	var id ConnID
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, fmt.Errorf("tcp: random connection id: %w", err)
+	}
+	conns := make([]*net.TCPConn, 0, n)
+	stops := make([]func() bool, 0, n)
+	fail := func(err error) (*Conn, error) {
+		for _, stop := range stops {
+			stop()
+		}
+		for _, c := range conns {
+			c.Close()
+		}
+		return nil, err
+	}
+	binds := make([]binding, n)
+	deadline, _ := ctx.Deadline()
+	for i, pc := range cfg.Paths {
+		remote := pc.Remote
+		if remote == "" {
+			remote = addr
+		}
+		d := net.Dialer{Control: bindToDevice(pc.Interface)}
+		if pc.Local.IsValid() {
+			d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(pc.Local, 0))
+		}
+		nc, err := d.DialContext(ctx, "tcp", remote)
+		if err != nil {
+			return fail(fmt.Errorf("tcp: path %d: %w", i, err))
+		}
+		tc := nc.(*net.TCPConn)
+		conns = append(conns, tc)
+		_ = tc.SetDeadline(deadline)
+		stops = append(stops, context.AfterFunc(ctx, func() { _ = tc.SetDeadline(time.Unix(1, 0)) }))
+		binds[i] = binding{id: id, index: uint16(i), count: uint16(n)}
+		if err := clientHello(ctx, tc, cfg.Secret, &binds[i]); err != nil {
+			return fail(err)
+		}
+	}
+	var region uint64
+	rqpn := make([]uint32, n)
+	for i, tc := range conns {
+		r, q, err := clientVerdict(ctx, tc, cfg.Secret, &binds[i])
+		if err != nil {
+			return fail(err)
+		}
+		if i > 0 && r != region {
+			return fail(fmt.Errorf("%w: path %d reports a %d-byte region, path 0 %d bytes", ErrProtocol, i, r, region))
+		}
+		region, rqpn[i] = r, q
+	}
+	for _, stop := range stops {
+		if !stop() {
+			// ctx ended: its deadline may already be set on a socket.
+			stops = nil
+			return fail(fmt.Errorf("tcp: dial %s: %w", addr, ctx.Err()))
+		}
+	}
+	stops = nil
+	c := &Conn{
+		id: id, region: cfg.SendRegion, regionSize: units.Bytes(region), maxWR: cfg.MaxSendWR,
+		infos: make([]qp.PathInfo, n), paths: make([]*sendPath, n),
+		notify: make(chan struct{}, 1), done: make(chan struct{}),
+	}
+	c.cq.init(n * cfg.MaxSendWR)
+	for i, tc := range conns {
+		_ = tc.SetDeadline(time.Time{})
+		if err := tc.SetNoDelay(true); err != nil {
+			return fail(fmt.Errorf("tcp: path %d: TCP_NODELAY: %w", i, err))
+		}
+		if err := setUserTimeout(tc, cfg.RetryTimeout); err != nil {
+			return fail(fmt.Errorf("tcp: path %d: %w", i, err))
+		}
+		rtt, mss, _, _ := tcpInfo(tc)
+		pc := cfg.Paths[i]
+		info := qp.PathInfo{QPN: nextQPN(), Device: "tcp", Port: 1, NIC: pc.NIC, LineRate: pc.LineRate, BaseRTT: rtt}
+		if pc.Interface != "" {
+			info.Device = pc.Interface
+		}
+		if info.LineRate == 0 {
+			info.LineRate = DefaultLineRate
+		}
+		if mss > 0 && mss <= 1<<16 {
+			info.MTU = units.Bytes(mss)
+		}
+		if la, ok := tc.LocalAddr().(*net.TCPAddr); ok {
+			info.SrcPort = uint16(la.Port)
+		}
+		c.infos[i] = info
+		c.paths[i] = &sendPath{
+			c: c, idx: i, conn: tc, qpn: info.QPN, doorbell: make(chan struct{}, 1),
+			sq: make([]qp.SendWR, cfg.MaxSendWR), seqHead: 1,
+			hdrs: make([][hdrLen]byte, maxBatch), iov: make([][]byte, 0, 2*maxBatch),
+			br: bufio.NewReaderSize(tc, 4096),
+		}
+	}
+	for _, p := range c.paths {
+		c.wg.Add(2)
+		go p.writeLoop()
+		go p.readLoop()
+	}
+	return c, nil
+}
+
+// ID returns the connection id the handshake used.
+func (c *Conn) ID() ConnID { return c.id }
+
+// RegionSize returns the size of the receiver's region, as it advertised
+// during the handshake. Writes beyond it fail with StatusRemoteAccess.
+func (c *Conn) RegionSize() units.Bytes { return c.regionSize }
+
+// Notify implements Notifier: the channel receives a value when send
+// completions may be ready.
+func (c *Conn) Notify() <-chan struct{} { return c.notify }
+
+// Paths implements qp.Conn. SrcPort is each connection's local TCP port,
+// BaseRTT the kernel's smoothed RTT after the handshake (TCP_INFO), MTU the
+// TCP MSS.
+func (c *Conn) Paths() []qp.PathInfo { return c.infos }
+
+// LocalAddr returns the local address of path i's connection.
+func (c *Conn) LocalAddr(i int) net.Addr { return c.paths[i].conn.LocalAddr() }
+
+// PathBytes returns the payload bytes the receiver acknowledged on path i.
+func (c *Conn) PathBytes(i int) units.Bytes {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.paths[i].acked
+}
+
+// Caps implements qp.Conn.
+func (c *Conn) Caps() qp.Caps {
+	return qp.Caps{CarriesData: true, MaxSendWR: c.maxWR, MaxMessageBytes: MaxMessageBytes}
+}
+
+// Counters implements qp.Conn: Retransmits is the path's
+// tcpi_total_retrans (TCP_INFO, tcp(7)) on Linux, 0 elsewhere; ECNMarked and
+// CNPReceived are always 0 (Caps says so). It makes a system call and
+// allocates, so the driver does not call it for this backend.
+func (c *Conn) Counters(path int) (qp.Counters, error) {
+	if path < 0 || path >= len(c.paths) {
+		return qp.Counters{}, fmt.Errorf("tcp: Counters: path %d out of range [0, %d)", path, len(c.paths))
+	}
+	if c.isClosed.Load() {
+		return qp.Counters{}, qp.ErrClosed
+	}
+	_, _, retrans, err := tcpInfo(c.paths[path].conn)
+	if err != nil {
+		return qp.Counters{}, fmt.Errorf("tcp: Counters(path %d): %w", path, err)
+	}
+	return qp.Counters{Retransmits: retrans}, nil
+}
+
+// PostSend implements qp.Conn. WRs are queued for the path's writer, which
+// sends everything queued since its last write in one writev. On a path in
+// the error or broken state the WRs are accepted and complete with an error
+// status (see the package doc). It returns ErrQueueFull, with the count
+// posted, when the path's send queue is full: a WR holds its slot until its
+// completion has been polled.
+func (c *Conn) PostSend(path int, wrs []qp.SendWR) (int, error) {
+	if path < 0 || path >= len(c.paths) {
+		return 0, fmt.Errorf("tcp: PostSend: path %d out of range [0, %d)", path, len(c.paths))
+	}
+	p := c.paths[path]
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return 0, qp.ErrClosed
+	}
+	raceSend()
+	queued, failed := false, false
+	for k := range wrs {
+		wr := &wrs[k]
+		if err := c.checkWR(k, wr); err != nil {
+			c.mu.Unlock()
+			c.kick(p, queued, failed)
+			return k, err
+		}
+		if p.n+p.cqPending >= c.maxWR {
+			c.mu.Unlock()
+			c.kick(p, queued, failed)
+			return k, qp.ErrQueueFull
+		}
+		if p.state != stateReady {
+			st := qp.StatusFlushed
+			if p.state == stateBroken && !p.retryIssued {
+				st, p.retryIssued = qp.StatusRetryExceeded, true
+			}
+			c.complete(p, wr, st)
+			failed = true
+			continue
+		}
+		i := p.head + p.n
+		if i >= len(p.sq) {
+			i -= len(p.sq)
+		}
+		p.sq[i] = *wr
+		p.n++
+		queued = true
+	}
+	c.mu.Unlock()
+	c.kick(p, queued, failed)
+	return len(wrs), nil
+}
+
+func (c *Conn) checkWR(k int, wr *qp.SendWR) error {
+	if wr.Op != qp.OpWrite && wr.Op != qp.OpWriteImm {
+		return fmt.Errorf("tcp: PostSend: wrs[%d].Op = %v (valid: WRITE, WRITE_WITH_IMM)", k, wr.Op)
+	}
+	if wr.Len < 0 || wr.Len > MaxMessageBytes {
+		return fmt.Errorf("tcp: PostSend: wrs[%d].Len = %d B (valid: 0..%d)", k, wr.Len, MaxMessageBytes)
+	}
+	if wr.Len > 0 && (wr.Local < 0 || wr.Local > units.Bytes(len(c.region))-wr.Len) {
+		return fmt.Errorf("tcp: PostSend: wrs[%d] local range [%d, %d) outside the %d-byte send region", k, wr.Local, wr.Local+wr.Len, len(c.region))
+	}
+	return nil
+}
+
+// kick rings p's doorbell if WRs were queued and notifies the driver if
+// completions were produced.
+func (c *Conn) kick(p *sendPath, queued, completed bool) {
+	if queued {
+		select {
+		case p.doorbell <- struct{}{}:
+		default:
+		}
+	}
+	if completed {
+		c.wake()
+	}
+}
+
+func (c *Conn) wake() {
+	select {
+	case c.notify <- struct{}{}:
+	default:
+	}
+}
+
+// complete queues a completion for wr on p. Called with c.mu held.
+func (c *Conn) complete(p *sendPath, wr *qp.SendWR, st qp.Status) {
+	c.cq.push(qp.Completion{ID: wr.ID, Path: p.idx, QPN: p.qpn, Op: wr.Op, Status: st, Bytes: wr.Len})
+	c.avail.Add(1)
+	p.cqPending++
+}
+
+// completeHead completes the oldest outstanding WR of p with st. Called
+// with c.mu held and p.n > 0.
+func (c *Conn) completeHead(p *sendPath, st qp.Status) {
+	wr := &p.sq[p.head]
+	c.complete(p, wr, st)
+	if st == qp.StatusOK {
+		p.acked += wr.Len
+	}
+	p.head++
+	if p.head == len(p.sq) {
+		p.head = 0
+	}
+	p.n--
+	if p.sent > 0 {
+		p.sent--
+	}
+	p.seqHead++
+}
+
+// flush completes every outstanding WR of p: the oldest with first, the
+// rest with StatusFlushed. Called with c.mu held.
+func (c *Conn) flush(p *sendPath, first qp.Status) {
+	for p.n > 0 {
+		c.completeHead(p, first)
+		first = qp.StatusFlushed
+	}
+}
+
+// Poll implements qp.Conn. It never blocks and allocates nothing.
+func (c *Conn) Poll(dst []qp.Completion) (int, error) {
+	if c.avail.Load() == 0 {
+		if c.isClosed.Load() {
+			return 0, qp.ErrClosed
+		}
+		return 0, nil
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return 0, qp.ErrClosed
+	}
+	k := c.cq.pop(dst)
+	for i := range dst[:k] {
+		c.paths[dst[i].Path].cqPending--
+	}
+	c.avail.Add(-int64(k))
+	c.mu.Unlock()
+	return k, nil
+}
+
+// Close implements qp.Conn: it closes every path's connection, waits for
+// the path goroutines to end and drops outstanding completions. It is
+// idempotent.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.isClosed.Store(true)
+	close(c.done)
+	c.mu.Unlock()
+	for _, p := range c.paths {
+		p.conn.Close()
+	}
+	c.wg.Wait()
+	return nil
+}
+
+// failPath moves p to the broken state: its oldest outstanding WR completes
+// with st, the rest with StatusFlushed, and the connection is closed. It
+// does nothing more if the path has already failed or the Conn is closed.
+func (c *Conn) failPath(p *sendPath, st qp.Status) {
+	c.mu.Lock()
+	changed := !c.closed && p.state == stateReady
+	if changed {
+		p.state = stateBroken
+		if p.n > 0 {
+			p.retryIssued = true
+			c.flush(p, st)
+		}
+	}
+	c.mu.Unlock()
+	p.conn.Close()
+	if changed {
+		select {
+		case p.doorbell <- struct{}{}:
+		default:
+		}
+		c.wake()
+	}
+}
+
+// writeLoop is the path's writer: it sends every WR queued since its last
+// write as one vectored write of header and payload slices.
+func (p *sendPath) writeLoop() {
+	c := p.c
+	defer c.wg.Done()
+	for {
+		c.mu.Lock()
+		if c.closed || p.state != stateReady {
+			halfClose := !c.closed && p.state == stateError
+			c.mu.Unlock()
+			if halfClose {
+				// Tell the receiver we are done with this path: it
+				// discards what is left and closes.
+				_ = p.conn.CloseWrite()
+			}
+			return
+		}
+		k := min(p.n-p.sent, maxBatch)
+		iov := p.iov[:0]
+		for i := 0; i < k; i++ {
+			j := p.head + p.sent + i
+			if j >= len(p.sq) {
+				j -= len(p.sq)
+			}
+			wr := &p.sq[j]
+			putHeader(&p.hdrs[i], wr, p.seqHead+uint32(p.sent+i))
+			iov = append(iov, p.hdrs[i][:])
+			if wr.Len > 0 {
+				iov = append(iov, c.region[wr.Local:wr.Local+wr.Len])
+			}
+		}
+		p.sent += k
+		c.mu.Unlock()
+		if k == 0 {
+			select {
+			case <-p.doorbell:
+			case <-c.done:
+				return
+			}
+			continue
+		}
+		p.bufs = iov
+		if _, err := p.bufs.WriteTo(p.conn); err != nil {
+			c.failPath(p, qp.StatusRetryExceeded)
+			return
+		}
+	}
+}
+
+// readLoop is the path's reader: it turns ACK and NAK frames into
+// completions.
+func (p *sendPath) readLoop() {
+	c := p.c
+	defer c.wg.Done()
+	for {
+		if _, err := io.ReadFull(p.br, p.ack[:]); err != nil {
+			c.failPath(p, qp.StatusRetryExceeded)
+			return
+		}
+		raceRecv()
+		typ, syn, seq := p.ack[0], p.ack[1], uint32(p.ack[4])<<24|uint32(p.ack[5])<<16|uint32(p.ack[6])<<8|uint32(p.ack[7])
+		ok := false
+		switch {
+		case typ == typeACK && syn == 0 && p.ack[2]|p.ack[3] == 0:
+			ok = c.onACK(p, seq)
+		case typ == typeNAK && syn == synRemoteAccess && p.ack[2]|p.ack[3] == 0:
+			ok = c.onNAK(p, seq)
+		}
+		if !ok {
+			c.failPath(p, qp.StatusFatal)
+			return
+		}
+	}
+}
+
+// onACK completes p's WRs up to and including seq. It reports false if
+// seq does not name a WR that was sent and not yet acknowledged.
+func (c *Conn) onACK(p *sendPath, seq uint32) bool {
+	c.mu.Lock()
+	if p.state != stateReady {
+		c.mu.Unlock()
+		return true
+	}
+	k := seq - p.seqHead + 1
+	if k == 0 || uint64(k) > uint64(p.sent) {
+		c.mu.Unlock()
+		return false
+	}
+	for ; k > 0; k-- {
+		c.completeHead(p, qp.StatusOK)
+	}
+	c.mu.Unlock()
+	c.wake()
+	return true
+}
+
+// onNAK completes p's WRs before seq with StatusOK, the one at seq with
+// StatusRemoteAccess and the rest with StatusFlushed, and puts p in the
+// error state.
+func (c *Conn) onNAK(p *sendPath, seq uint32) bool {
+	c.mu.Lock()
+	if p.state != stateReady {
+		c.mu.Unlock()
+		return true
+	}
+	k := seq - p.seqHead
+	if uint64(k) >= uint64(p.sent) {
+		c.mu.Unlock()
+		return false
+	}
+	for ; k > 0; k-- {
+		c.completeHead(p, qp.StatusOK)
+	}
+	c.flush(p, qp.StatusRemoteAccess)
+	p.state = stateError
+	c.mu.Unlock()
+	select {
+	case p.doorbell <- struct{}{}:
+	default:
+	}
+	c.wake()
+	return true
+}

@@ -1,0 +1,142 @@
+// Package tcp is mptx's TCP fallback backend: it emulates the RDMA reliable
+// connected (RC) semantics the driver relies on over ordinary TCP, for hosts
+// without RDMA. A sender's Conn has N paths, each one TCP connection with its
+// own local source port (so ECMP hashing spreads them like RoCEv2 UDP source
+// ports) and optionally its own source address or interface (so paths can
+// use different NICs or veths). The receiver's Receiver owns a receive
+// region ([]byte) and applies the frames it reads at their remote offsets,
+// as a responder NIC applies RDMA WRITEs to a memory region.
+//
+// # Mapping RDMA onto TCP
+//
+//   - Queue pair → one TCP connection. Its QPN is a process-local 24-bit
+//     number; PathInfo.SrcPort is the connection's local TCP port.
+//   - RDMA WRITE / WRITE WITH IMM → one data frame (header + payload). The
+//     payload is gathered straight from the caller's send region with
+//     writev(2) (net.Buffers): nothing is copied in user space on the send
+//     side. The receiver reads payloads of 16 KiB and more directly into the
+//     receive region.
+//   - RECV_RDMA_WITH_IMM completion → produced by the receiver after the
+//     frame's payload is in the region, carrying the immediate.
+//   - RC acknowledgement → an ACK frame carrying the highest applied WR
+//     sequence number (cumulative, like an AETH ACK for a PSN). The sender
+//     completes its WRs with StatusOK when they are acknowledged.
+//   - NAK remote access error → a NAK frame (syndrome 2, as IBA's NAK code
+//     for a remote access error) naming the failed WR.
+//   - RC retry timeout → TCP_USER_TIMEOUT (DialConfig.RetryTimeout): data
+//     unacknowledged by the peer's kernel for that long breaks the
+//     connection.
+//   - Send queue depth → DialConfig.MaxSendWR per path. As in verbs, a WR
+//     holds its send-queue slot until its completion has been polled, so the
+//     completion queue (Paths × MaxSendWR entries) can never overflow.
+//   - Memory keys → none; the handshake authenticates the peer instead and
+//     the receiver checks every write against its region's bounds.
+//
+// # Handshake
+//
+// Listen opens a listener; Dial opens N TCP connections to it (one per
+// path, each possibly to its own address) and authenticates each one with an
+// HMAC-SHA256 challenge-response (RFC 2104) over a shared secret, in both
+// directions. All integers are big endian.
+//
+//  1. receiver → sender, 38 bytes: magic "MPTT", version u16 (1),
+//     nonceS [32] (random).
+//  2. sender → receiver, 84 bytes: nonceC [32] (random), connection id [16]
+//     (random, the same on every path of one Conn), path index u16, path
+//     count u16, tag [32] = HMAC(secret, "mptx-tcp/1 client" ‖ nonceS ‖
+//     nonceC ‖ id ‖ index ‖ count).
+//  3. The receiver checks the tag in constant time. On a mismatch it writes
+//     the reject byte 0x5A and closes: the peer learned two nonces and
+//     nothing else (no region size, no QPN, and nothing was written). On a
+//     match it parks the connection until all count paths of id have
+//     arrived and Listener.Accept has been given a region for them.
+//  4. receiver → sender, 45 bytes per path: accept byte 0xA5, region size
+//     u64, receiver QPN u32, tag [32] = HMAC(secret, "mptx-tcp/1 server" ‖
+//     nonceC ‖ nonceS ‖ id ‖ index ‖ count ‖ region ‖ QPN). The sender
+//     checks the tag, so it never sends data to a receiver that does not
+//     know the secret, and checks that every path reports the same region
+//     size.
+//
+// Data frames are neither encrypted nor authenticated (neither are RoCEv2
+// packets): the handshake keeps unauthenticated peers from writing memory,
+// not an on-path attacker. Use the TCP fallback on networks you trust, or
+// inside a tunnel.
+//
+// # Frames
+//
+// After the handshake each path connection carries data frames from sender
+// to receiver and acknowledgement frames back.
+//
+// Data frame: a 24-byte header followed by length payload bytes.
+//
+//	offset size field
+//	0      1    opcode: 1 = WRITE, 2 = WRITE WITH IMM
+//	1      1    flags: 0 (receivers reject anything else)
+//	2      2    reserved: 0
+//	4      4    seq: the WR's sequence number on this path, 1 for the
+//	            first WR, +1 per WR, modulo 2^32
+//	8      8    remote: byte offset into the receive region
+//	16     4    length: payload bytes (0..MaxMessageBytes); 0 is a probe
+//	20     4    imm: the immediate (WRITE WITH IMM), 0 for WRITE
+//	24     len  payload
+//
+// Acknowledgement frame: 8 bytes.
+//
+//	offset size field
+//	0      1    type: 0x81 = ACK, 0x82 = NAK
+//	1      1    syndrome: 0 for ACK; for NAK 2 = remote access error
+//	2      2    reserved: 0
+//	4      4    seq: ACK: every WR up to and including seq has been
+//	            applied (cumulative); NAK: the WR that failed (every WR
+//	            before it was applied)
+//
+// # Ordering and acknowledgement
+//
+// A path is one TCP byte stream, so its writes land in post order, as on an
+// RC queue pair; the driver relies on this (a chunk's last segment, a WRITE
+// WITH IMM, lands after its earlier segments on the same path). The receiver
+// acknowledges when it has applied a frame and the next frame is not already
+// complete in its read buffer, and at least every 64 frames, so a burst of
+// small frames is acknowledged with one ACK. Send completions are delivered
+// per path in post order. There is no ordering between paths.
+//
+// # Failure semantics
+//
+// Remote access: a frame whose [remote, remote+length) is not inside the
+// receive region is not applied (its payload is read and discarded, the
+// region is unchanged and no receive completion is produced). The receiver
+// answers NAK. The sender completes that WR with StatusRemoteAccess and
+// every later outstanding WR of the path with StatusFlushed, and the path
+// enters the error state, like an RC queue pair: WRs posted later complete
+// with StatusFlushed and the sender half-closes the connection. Other paths
+// are unaffected.
+//
+// Broken connection: when a path's connection fails (EOF, reset, the retry
+// timeout, or a protocol violation by the peer), the oldest outstanding WR
+// completes with StatusRetryExceeded (StatusFatal for a protocol violation)
+// and the rest with StatusFlushed. Later posts complete the same way: the
+// first, if no WR was outstanding when the connection broke, with
+// StatusRetryExceeded, the rest with StatusFlushed. The receiver drops the
+// path; frames it had applied stay applied.
+//
+// # Concurrency and ownership
+//
+// Conn's qp.Conn methods (PostSend, Poll, Counters) are called from one
+// driver goroutine; inside, each path has a writer goroutine (which batches
+// every WR posted since its last write into one writev) and a reader
+// goroutine (which turns ACKs into completions). The Receiver has one reader
+// goroutine per path, which applies frames and writes ACKs. Completions pass
+// through mutex-protected rings; Poll never blocks, and Notify returns a
+// channel that receives a value when completions may be ready (mptx.Loop's
+// Wake). Close stops and waits for every goroutine. Steady-state post and
+// poll allocate nothing.
+//
+// # Capabilities
+//
+// CarriesData is true. Timestamps is false: completions carry At = 0 and
+// the driver stamps them with its poll time. There are no ECN or CNP
+// counters (TCP's own ECN, where enabled, is handled inside the kernel's
+// congestion control and not surfaced), so ECNCounters and CNPCounters are
+// false; Counters reports Retransmits from TCP_INFO's tcpi_total_retrans
+// (tcp(7)) on Linux and 0 elsewhere. There is no hardware rate limiter.
+package tcp
