@@ -36,28 +36,28 @@ type DCQCNConfig struct {
 	// DCQCN simulator's mix/config.txt). Range (0, 1). Parameter "g".
 	G float64
 	// InitAlpha is α before the first CNP. Default 1 (HPCC ns-3 RdmaHw
-	// sets α = 1; mlx5 NICs start near 1 too). Range [0, 1]; negative
+	// sets α = 1). Range [0, 1]; negative
 	// means 0. Parameter "init_alpha".
 	InitAlpha float64
 	// AlphaTimer is K: α decays by (1−g) every K without a CNP (paper
-	// §3.1, Eq. 2). Default 50 µs (dcqcn_paper ALPHA_RESUME_INTERVAL; the
-	// paper uses 55 µs). Negative: off (α never decays). Parameter
-	// "alpha_timer".
+	// Eq. 2). Default 50 µs (dcqcn_paper ALPHA_RESUME_INTERVAL; the
+	// original DCQCN simulator uses 55 µs). Negative: off (α never
+	// decays). Parameter "alpha_timer".
 	AlphaTimer time.Duration
 	// RateDecreaseInterval is the least time between two rate decreases:
-	// CNPs arriving sooner after a decrease update α at once but their
-	// decrease is applied, once, when the interval ends (the NIC's
-	// rate-reduce monitor period). Default 50 µs (dcqcn_paper
-	// RATE_DECREASE_INTERVAL, equal to the notification point's CNP
-	// interval, so the paper's one-CNP-per-50µs stream is never delayed).
-	// Negative: off (every CNP decreases at once, as in the paper's text).
-	// Parameter "rate_decrease_interval".
+	// CNPs arriving sooner after a decrease update α at once, and one
+	// decrease is applied when the interval ends (HPCC ns-3's Mellanox
+	// model likewise applies at most one decrease per interval). Default
+	// 50 µs (dcqcn_paper RATE_DECREASE_INTERVAL), equal to the
+	// notification point's CNP interval, so the paper's one-CNP-per-50µs
+	// stream is never delayed. Negative: off (every CNP decreases at once,
+	// as in the paper's text). Parameter "rate_decrease_interval".
 	RateDecreaseInterval time.Duration
 	// RateIncreaseTimer is T, the period of timer-driven rate increases
-	// (paper §3.1, as in QCN). Default 55 µs (dcqcn_paper RP_TIMER).
+	// (paper, as in QCN). Default 55 µs (dcqcn_paper RP_TIMER).
 	// Negative: off. Parameter "rate_increase_timer".
 	RateIncreaseTimer time.Duration
-	// ByteCounter is B: a rate increase every B bytes sent (paper §3.1, as
+	// ByteCounter is B: a rate increase every B bytes sent (paper, as
 	// in QCN). Default 10 MB, the value the DCQCN paper is quoted with
 	// (CC-PARAMS.md marks it unverified; the original simulator's
 	// mix/config.txt uses 300000 B; the HPCC ns-3 profiles have no byte
@@ -65,7 +65,7 @@ type DCQCNConfig struct {
 	// needs both counters). Parameter "byte_counter".
 	ByteCounter units.Bytes
 	// F is the number of fast-recovery iterations after a decrease.
-	// Default 5 (paper §3.1; HPCC ns-3 RdmaHw). Range [1, 1000].
+	// Default 5 (paper; HPCC ns-3 RdmaHw). Range [1, 1000].
 	// Parameter "f".
 	F int
 	// AI is R_AI, the additive-increase step of the target rate. Default
@@ -163,7 +163,7 @@ func (c DCQCNConfig) Validate(path PathInfo) error {
 var errDCQCNNoIncrease = errors.New("cc: dcqcn: RateIncreaseTimer (parameter rate_increase_timer) and ByteCounter (parameter byte_counter) are both off, so the rate could never recover; turn one on")
 
 // DCQCN is the reaction point (sender NIC) of DCQCN (Zhu et al., "Congestion
-// Control for Large-Scale RDMA Deployments", SIGCOMM 2015, §3.1 and Fig. 7).
+// Control for Large-Scale RDMA Deployments", SIGCOMM 2015, the reaction-point algorithm).
 // It is rate-based and reacts only to CNPs, which the receiver's
 // notification point sends (at most one per QP per 50 µs) when it sees
 // ECN-marked packets.
@@ -188,7 +188,7 @@ var errDCQCNNoIncrease = errors.New("cc: dcqcn: RateIncreaseTimer (parameter rat
 //
 // A rate increase happens every RateIncreaseTimer (T ← T+1) and every
 // ByteCounter bytes reported by OnSend (BC ← BC+1). With the incremented
-// counters, the stage is (Fig. 7, as in QCN):
+// counters, the stage is (the paper's state machine, as in QCN):
 //
 //	fast recovery, max(T, BC) ≤ F:        Rc ← (Rt + Rc)/2
 //	hyper increase, min(T, BC) > F:       Rt ← Rt + i·HAI, i = min(T, BC) − F;  Rc ← (Rt + Rc)/2
@@ -275,7 +275,7 @@ func (d *DCQCN) Name() string { return "dcqcn" }
 // Config returns the configuration in use, defaults applied.
 func (d *DCQCN) Config() DCQCNConfig { return d.cfg }
 
-// OnSend feeds the byte counter (paper §3.1): every ByteCounter bytes is
+// OnSend feeds the byte counter: every ByteCounter bytes is
 // one rate-increase event.
 func (d *DCQCN) OnSend(s Sent) {
 	d.advance(s.Now)

@@ -30,12 +30,12 @@ func init() {
 // (alibaba-edu/High-Precision-Congestion-Control, run.py profile "hp" and
 // rdma-hw.cc; CC-PARAMS.md).
 type HPCCConfig struct {
-	// Eta is η, the target utilisation. Default 0.95 (paper §3.3; run.py
+	// Eta is η, the target utilisation. Default 0.95 (paper; run.py
 	// utgt 95). Range (0, 1]. Parameter "eta".
 	Eta float64
 	// MaxStage is maxStage: the number of additive-only reference-window
 	// updates before a multiplicative one is forced. Default 5 (paper
-	// §3.3; run.py's default mi is 0). Negative: 0. Range [0, 1000].
+	// and CC-PARAMS.md; run.py's default mi is 0). Negative: 0. Range [0, 1000].
 	// Parameter "max_stage".
 	MaxStage int
 	// T is the base RTT the window is sized for (W = R·T; the paper uses
@@ -114,7 +114,7 @@ func (c HPCCConfig) Validate(path PathInfo) error {
 }
 
 // HPCC is HPCC (Li et al., "HPCC: High Precision Congestion Control",
-// SIGCOMM 2019, §3, Algorithm 1): a window computed from in-band network
+// SIGCOMM 2019, Algorithm 1): a window computed from in-band network
 // telemetry (INT).
 //
 // # What it needs

@@ -45,11 +45,11 @@ type SwiftConfig struct {
 	// base RTT is 25 µs or more, so a long path is not held at MinWindow.
 	// Range (BaseRTT, 1m]. Parameter "base_target".
 	BaseTarget time.Duration
-	// HopScale is h, the target added per switch hop (hop scaling, paper
-	// §3.3): target includes PathInfo.Hops × h. Default 1 µs (our choice:
+	// HopScale is h, the target added per switch hop (hop scaling): the
+	// target includes PathInfo.Hops × h. Default 1 µs (our choice:
 	// CC-PARAMS.md has no value). Negative: off. Parameter "hop_scale".
 	HopScale time.Duration
-	// FSRange is the most flow scaling adds to the target (paper §3.3:
+	// FSRange is the most flow scaling adds to the target (paper:
 	// a smaller cwnd, i.e. more competing flows, gets a larger target, for
 	// fairness). Default 5 × BaseTarget (UCCL kFSRange). Range [0, 10m];
 	// negative: off. Parameter "fs_range".
@@ -159,7 +159,7 @@ func (c SwiftConfig) Validate(path PathInfo) error {
 }
 
 // Swift is Swift (Kumar et al., "Swift: Delay is Simple and Effective for
-// Congestion Control in the Datacenter", SIGCOMM 2020, §3, Algorithm 1): a
+// Congestion Control in the Datacenter", SIGCOMM 2020, Algorithm 1): a
 // window from the RTT sample against a delay target. It needs an RTT
 // sample per ack (Ack.RTT); acks without one only reset the retransmit
 // count.
@@ -188,7 +188,7 @@ func (c SwiftConfig) Validate(path PathInfo) error {
 //	target = BaseTarget + Hops·HopScale + clamp(α/√cwnd + β', 0, FSRange)
 //	α = FSRange / (1/√FSMinCwnd − 1/√FSMaxCwnd),  β' = −α/√FSMaxCwnd
 //
-// (hop scaling and flow scaling, §3.3). Deviation: the paper splits delay
+// (the paper's hop scaling and flow scaling). Deviation: the paper splits delay
 // into fabric and host parts with separate targets; Ack carries one RTT,
 // so one target covers both.
 //

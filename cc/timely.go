@@ -152,7 +152,7 @@ func (c TimelyConfig) Validate(path PathInfo) error {
 }
 
 // Timely is TIMELY (Mittal et al., "TIMELY: RTT-based Congestion Control
-// for the Datacenter", SIGCOMM 2015, §4, Algorithm 1): rate-based control
+// for the Datacenter", SIGCOMM 2015, Algorithm 1): rate-based control
 // from RTT samples and their gradient. It needs an RTT sample per
 // completion event (Ack.RTT, one per acknowledged segment or chunk); acks
 // without one change nothing.
