@@ -31,7 +31,7 @@ type bulk struct {
 	doneAt  sim.Time
 	firstAt sim.Time    // first successful completion
 	first   units.Bytes // its bytes
-	failAt  []sim.Time // first failed completion per path
+	failAt  []sim.Time  // first failed completion per path
 	buf     []qp.Completion
 	wr      [1]qp.SendWR
 	rr      int

@@ -430,7 +430,7 @@ func (p *Port) unpause(now Time) {
 	}
 	p.paused = false
 	p.c.PausedTime += now - p.pausedAt
-	if p.wd.w != nil {
+	if p.wd.w != nil && !p.storm {
 		p.wd.Stop()
 	}
 	p.kick(now)
