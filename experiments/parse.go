@@ -143,11 +143,11 @@ const MaxRuns = 100000
 
 // topoFields lists, per kind, the topology fields it takes besides kind.
 var topoFields = map[string][]string{
-	TopoStar:      {"hosts", "host_rate", "link_delay"},
-	TopoDumbbell:  {"hosts", "host_rate", "fabric_rate", "link_delay"},
-	TopoLeafSpine: {"leaves", "spines", "hosts_per_leaf", "host_rate", "fabric_rate", "link_delay"},
-	TopoFatTree:   {"k", "host_rate", "fabric_rate", "link_delay"},
-	TopoMultiRail: {"hosts", "rails", "host_rate", "link_delay"},
+	TopoStar:      {"hosts", "host_rate", "link_delay", "loss"},
+	TopoDumbbell:  {"hosts", "host_rate", "fabric_rate", "link_delay", "loss"},
+	TopoLeafSpine: {"leaves", "spines", "hosts_per_leaf", "host_rate", "fabric_rate", "link_delay", "loss"},
+	TopoFatTree:   {"k", "host_rate", "fabric_rate", "link_delay", "loss"},
+	TopoMultiRail: {"hosts", "rails", "hosts_per_leaf", "spines", "host_rate", "fabric_rate", "link_delay", "loss"},
 	TopoNS3:       {"file"},
 }
 
@@ -210,8 +210,18 @@ func (v *validator) topology() error {
 			err = v.fail("topology.k", strconv.Itoa(t.K), "k must be even (k pods of k/2 edge and k/2 aggregation switches)")
 		}
 	case TopoMultiRail:
+		if t.HostsPerLeaf == 0 && !v.set("topology.hosts_per_leaf") {
+			t.HostsPerLeaf = t.Hosts
+		}
+		if t.Spines == 0 && !v.set("topology.spines") {
+			t.Spines = 1
+		}
 		if err = count("hosts", t.Hosts, 2, 4096); err == nil {
-			err = count("rails", t.Rails, 1, 16)
+			if err = count("rails", t.Rails, 1, 16); err == nil {
+				if err = count("hosts_per_leaf", t.HostsPerLeaf, 1, t.Hosts); err == nil {
+					err = count("spines", t.Spines, 1, 64)
+				}
+			}
 		}
 	case TopoNS3:
 		if t.File == "" {
@@ -247,9 +257,12 @@ func (v *validator) topology() error {
 			name string
 			r    Rate
 		}{{"host_rate", t.HostRate}, {"fabric_rate", t.FabricRate}} {
-			if f.r < units.Mbps || f.r > 10*units.Tbps {
-				return v.fail("topology."+f.name, f.r.String(), "want a rate in [1Mbps, 10Tbps]")
+			if f.r < units.Gbps || f.r > 1600*units.Gbps {
+				return v.fail("topology."+f.name, f.r.String(), "want a rate in [1Gbps, 1600Gbps]")
 			}
+		}
+		if !(t.Loss >= 0 && t.Loss <= 1) {
+			return v.fail("topology.loss", fmtFloat(t.Loss), "want a probability in [0, 1]")
 		}
 		if t.LinkDelay.D() > time.Second {
 			return v.fail("topology.link_delay", t.LinkDelay.String(), "want a delay in [0, 1s]")
@@ -312,6 +325,16 @@ func (v *validator) switchConfig() error {
 	if p.XOFF != 0 && p.Hysteresis >= p.XOFF {
 		return v.fail("switch.pfc.hysteresis", p.Hysteresis.String(), "must be below xoff "+p.XOFF.String())
 	}
+	wd := &p.Watchdog
+	if wd.Threshold.D() > time.Minute {
+		return v.fail("switch.pfc.watchdog.threshold", wd.Threshold.String(), "want a duration in [0, 1m]")
+	}
+	if wd.Threshold == 0 && (wd.Recover || wd.Restore != 0) {
+		return v.fail("switch.pfc.watchdog.threshold", "", "required when the watchdog recovers or restores")
+	}
+	if wd.Threshold != 0 && wd.Restore == 0 {
+		wd.Restore = 10 * wd.Threshold
+	}
 	if p.Headroom > sw.Buffer {
 		return v.fail("switch.pfc.headroom", p.Headroom.String(), "exceeds switch.buffer "+sw.Buffer.String())
 	}
@@ -346,26 +369,46 @@ func (v *validator) nic() error {
 	if n.MTU == 0 {
 		n.MTU = 4096
 	}
-	if n.MTU < 64 || n.MTU > 9216 {
-		return v.fail("nic.mtu", n.MTU.String(), "want a payload size in [64, 9216] bytes (RoCE: 1024 or 4096)")
+	switch n.MTU {
+	case 256, 512, 1024, 2048, 4096:
+	default:
+		return v.fail("nic.mtu", n.MTU.String(), "want an IB path MTU: 256, 512, 1024, 2048 or 4096 bytes")
 	}
-	if n.LossRecovery == "" {
-		n.LossRecovery = GoBackN
+	if n.AckEvery == 0 {
+		n.AckEvery = 4
 	}
-	if n.LossRecovery != GoBackN && n.LossRecovery != GoBack0 {
-		return v.fail("nic.loss_recovery", n.LossRecovery, oneOf([]string{GoBackN, GoBack0}))
+	if n.AckEvery < 1 || n.AckEvery > 65536 {
+		return v.fail("nic.ack_every", strconv.Itoa(n.AckEvery), "want packets per ACK in [1, 65536]")
 	}
-	if n.CNPInterval == 0 && !v.set("nic.cnp_interval") {
-		n.CNPInterval = Duration(50 * time.Microsecond)
+	for _, f := range []struct {
+		name string
+		d    *Duration
+		def  time.Duration
+	}{{"cnp_interval", &n.CNPInterval, 50 * time.Microsecond}, {"nak_interval", &n.NAKInterval, 500 * time.Microsecond}} {
+		if *f.d == 0 && !v.set("nic."+f.name) {
+			*f.d = Duration(f.def)
+		}
+		if f.d.D() > time.Second {
+			return v.fail("nic."+f.name, f.d.String(), "want a duration in [0, 1s]")
+		}
 	}
-	if n.CNPInterval.D() > time.Second {
-		return v.fail("nic.cnp_interval", n.CNPInterval.String(), "want a duration in [0, 1s]")
+	if n.AckTimeout == 0 {
+		n.AckTimeout = 14
+	}
+	if n.AckTimeout < -1 || n.AckTimeout > 31 {
+		return v.fail("nic.ack_timeout", strconv.Itoa(n.AckTimeout), "want the exponent t of 4.096us × 2^t in [1, 31], or -1 for infinite")
+	}
+	if n.RetryCount == nil {
+		n.RetryCount = ptr(7)
+	}
+	if *n.RetryCount < 0 || *n.RetryCount > 7 {
+		return v.fail("nic.retry_count", strconv.Itoa(*n.RetryCount), "want retries in [0, 7]")
 	}
 	if n.SendQueue == 0 {
 		n.SendQueue = 256
 	}
-	if n.SendQueue < 1 || n.SendQueue > 65536 {
-		return v.fail("nic.send_queue", strconv.Itoa(n.SendQueue), "want a whole number in [1, 65536]")
+	if n.SendQueue < 2 || n.SendQueue > 65536 {
+		return v.fail("nic.send_queue", strconv.Itoa(n.SendQueue), "want work requests per QP in [2, 65536]")
 	}
 	return v.ccParams("nic.dcqcn", "dcqcn", n.DCQCN)
 }
@@ -665,14 +708,9 @@ func (v *validator) failureTarget(field, t string) error {
 	kind, rest, _ := strings.Cut(t, ":")
 	switch kind {
 	case "link":
-		a, b, ok := strings.Cut(rest, "-")
+		a, b, ok := v.g.SplitLink(rest)
 		if !ok {
-			return v.fail(field, t, "want link:A-B naming two adjacent nodes, e.g. link:leaf0-spine1")
-		}
-		for _, n := range []string{a, b} {
-			if _, ok := v.g.Node(n); !ok {
-				return v.fail(field, t, fmt.Sprintf("no node %q (%s)", n, v.g.nodeNames()))
-			}
+			return v.fail(field, t, fmt.Sprintf("want link:A-B naming two nodes (%s), e.g. link:leaf0-spine1", v.g.nodeNames()))
 		}
 		if _, ok := v.g.FindLink(a, b); !ok {
 			return v.fail(field, t, fmt.Sprintf("%s and %s are not linked", a, b))

@@ -46,7 +46,7 @@ const (
 	TopoDumbbell  = "dumbbell"   // two switches joined by one fabric link, Hosts hosts on each
 	TopoLeafSpine = "leaf-spine" // Leaves × HostsPerLeaf hosts, every leaf linked to every spine
 	TopoFatTree   = "fat-tree"   // k-ary fat tree (Al-Fares et al., SIGCOMM'08): k³/4 hosts
-	TopoMultiRail = "multi-rail" // Hosts hosts with Rails NICs each, NIC r on rail switch r
+	TopoMultiRail = "multi-rail" // Hosts hosts with Rails NICs each, NIC r on plane r (a leaf-spine per rail)
 	TopoNS3       = "ns3"        // read from an HPCC ns-3 topology.txt
 )
 
@@ -55,19 +55,26 @@ var topoKinds = []string{TopoStar, TopoDumbbell, TopoLeafSpine, TopoFatTree, Top
 // Topology describes the fabric. Host ids are 0..Hosts()-1 in the order the
 // kind defines (docs/experiments.md, "topology").
 type Topology struct {
-	Kind         string `yaml:"kind" json:"kind"`
-	Hosts        int    `yaml:"hosts" json:"hosts,omitzero"`
-	Leaves       int    `yaml:"leaves" json:"leaves,omitempty"`
-	Spines       int    `yaml:"spines" json:"spines,omitempty"`
-	HostsPerLeaf int    `yaml:"hosts_per_leaf" json:"hosts_per_leaf,omitempty"`
-	K            int    `yaml:"k" json:"k,omitempty"`
-	Rails        int    `yaml:"rails" json:"rails,omitempty"`
+	Kind   string `yaml:"kind" json:"kind"`
+	Hosts  int    `yaml:"hosts" json:"hosts,omitzero"`
+	Leaves int    `yaml:"leaves" json:"leaves,omitempty"`
+	// Spines is leaf-spine's spine count, and multi-rail's spines per
+	// plane (default 1).
+	Spines int `yaml:"spines" json:"spines,omitempty"`
+	// HostsPerLeaf is leaf-spine's hosts per leaf, and multi-rail's hosts
+	// per leaf in each plane (default all hosts on one leaf).
+	HostsPerLeaf int `yaml:"hosts_per_leaf" json:"hosts_per_leaf,omitempty"`
+	K            int `yaml:"k" json:"k,omitempty"`
+	Rails        int `yaml:"rails" json:"rails,omitempty"`
 	// HostRate is every host link's rate; default 100Gbps.
 	HostRate Rate `yaml:"host_rate" json:"host_rate"`
 	// FabricRate is every switch-to-switch link's rate; default HostRate.
 	FabricRate Rate `yaml:"fabric_rate" json:"fabric_rate"`
 	// LinkDelay is every link's one-way propagation delay; default 1us.
 	LinkDelay Duration `yaml:"link_delay" json:"link_delay"`
+	// Loss is the probability a frame is lost at random on every link, in
+	// each direction (PFC frames never are); default 0.
+	Loss float64 `yaml:"loss" json:"loss,omitempty"`
 	// File is the ns-3 topology.txt for kind ns3, relative to the spec.
 	File string `yaml:"file" json:"-"`
 
@@ -102,6 +109,22 @@ type PFCConfig struct {
 	Headroom Size `yaml:"headroom" json:"headroom"`
 	// Hysteresis is XOFF − XON; default 3KiB (HPCC ns-3: XON = XOFF − 3 KB).
 	Hysteresis Size `yaml:"hysteresis" json:"hysteresis"`
+	// Watchdog detects ports paused continuously for its threshold (pause
+	// storms, deadlocks) as switch PFC watchdogs do; off by default.
+	Watchdog WatchdogConfig `yaml:"watchdog" json:"watchdog"`
+}
+
+// WatchdogConfig configures the PFC watchdog of every port.
+type WatchdogConfig struct {
+	// Threshold is how long a port must stay paused to trigger; 0 disables
+	// the watchdog.
+	Threshold Duration `yaml:"threshold" json:"threshold,omitempty"`
+	// Recover makes a triggered switch port drop its lossless traffic and
+	// ignore pause (SONiC pfcwd "drop"), and a NIC ignore pause (mlx5 stall
+	// prevention), for Restore.
+	Recover bool `yaml:"recover" json:"recover,omitempty"`
+	// Restore is how long recovery lasts; default 10 × Threshold.
+	Restore Duration `yaml:"restore" json:"restore,omitempty"`
 }
 
 // ECNConfig configures RED-style ECN marking on egress queues: no marks
@@ -118,22 +141,29 @@ type ECNConfig struct {
 	PMax float64 `yaml:"pmax" json:"pmax"`
 }
 
-// Loss-recovery modes of the simulated NIC.
-const (
-	GoBackN = "go-back-n" // resend from the first lost packet (commodity RNICs)
-	GoBack0 = "go-back-0" // resend the whole message
-)
-
-// NICConfig configures every simulated NIC.
+// NICConfig configures every simulated NIC (a RoCEv2 RNIC with RC queue
+// pairs and go-back-N loss recovery).
 type NICConfig struct {
-	// MTU is the RoCE payload per packet; default 4096 (RoCEv2 MTUs are
-	// 256..4096 in powers of two).
+	// MTU is the RoCE payload per packet: 256, 512, 1024, 2048 or 4096
+	// (the IB path MTUs); default 4096.
 	MTU Size `yaml:"mtu" json:"mtu"`
-	// LossRecovery is go-back-n (default) or go-back-0.
-	LossRecovery string `yaml:"loss_recovery" json:"loss_recovery"`
+	// AckEvery makes the responder acknowledge every AckEvery packets (and
+	// every message's last); default 4.
+	AckEvery int `yaml:"ack_every" json:"ack_every"`
 	// CNPInterval is the notification point's minimum gap between CNPs per
-	// QP; default 50us (DCQCN, Zhu et al. SIGCOMM'15 §3).
+	// QP; default 50us (DCQCN, Zhu et al. SIGCOMM'15 §3; mlx5
+	// np_min_time_between_cnps).
 	CNPInterval Duration `yaml:"cnp_interval" json:"cnp_interval"`
+	// NAKInterval is how soon a responder may repeat a NAK; default 500us
+	// (HPCC ns-3 RdmaHw nack_interval).
+	NAKInterval Duration `yaml:"nak_interval" json:"nak_interval"`
+	// AckTimeout is the RC local ACK timeout exponent t: retransmit after
+	// 4.096us × 2^t without progress (ibv_modify_qp(3) IBV_QP_TIMEOUT);
+	// default 14 (67ms); -1 means infinite.
+	AckTimeout int `yaml:"ack_timeout" json:"ack_timeout"`
+	// RetryCount is the retransmissions without progress before a QP
+	// errors (IBV_QP_RETRY_CNT, 0..7); default 7.
+	RetryCount *int `yaml:"retry_count" json:"retry_count"`
 	// SendQueue is the send-queue depth per QP in work requests; default 256.
 	SendQueue int `yaml:"send_queue" json:"send_queue"`
 	// DCQCN holds the NIC's own DCQCN parameters, used by the nic-dcqcn
@@ -228,7 +258,7 @@ var SoftwareCCs = []string{"dcqcn", "timely", "swift", "hpcc", "fixed"}
 var CCNames = append(append([]string(nil), SoftwareCCs...), CCNICDCQCN, CCNone)
 
 // PathPolicies are the multipath engine's path-selection policies.
-var PathPolicies = []string{"congestion-aware", "round-robin", "random", "min-rtt"}
+var PathPolicies = []string{"congestion-aware", "round-robin", "random", "min-rtt", "p2c"}
 
 // Matrix lists the values of each policy dimension; runs cover their
 // cartesian product. A dimension given as a single value (cc: dcqcn) is a

@@ -13,9 +13,11 @@ import (
 // targets, to compute each flow's ideal completion time, and to build the
 // simulated fabric.
 //
-// Node names: hosts are "h<id>"; switches are "sw<i>" (star, dumbbell),
-// "leaf<i>" and "spine<i>" (leaf-spine), "edge<i>", "agg<i>" and "core<i>"
-// (fat-tree), "rail<i>" (multi-rail) and "n<id>" (ns3, by ns-3 node id).
+// Node names: hosts are "h<id>"; switches are "sw" (star), "left" and
+// "right" (dumbbell), "leaf<i>" and "spine<i>" (leaf-spine), "edge<p>.<j>",
+// "agg<p>.<j>" and "core<i>" (fat-tree, pod p), "r<r>-leaf<i>" and
+// "r<r>-spine<i>" (multi-rail plane r) and "n<id>" (ns3, by ns-3 node id).
+// They match sim/topo's names.
 type Graph struct {
 	Nodes []GraphNode
 	Links []GraphLink
@@ -54,17 +56,18 @@ func (t *Topology) Graph() *Graph {
 	host := func(id, group int) int {
 		return g.add(GraphNode{Name: "h" + strconv.Itoa(id), Host: id, Group: group})
 	}
-	sw := func(prefix string, i int) int {
-		return g.add(GraphNode{Name: prefix + strconv.Itoa(i), Switch: true, Host: -1, Group: -1})
+	swn := func(name string) int {
+		return g.add(GraphNode{Name: name, Switch: true, Host: -1, Group: -1})
 	}
+	sw := func(prefix string, i int) int { return swn(prefix + strconv.Itoa(i)) }
 	switch t.Kind {
 	case TopoStar:
-		s := sw("sw", 0)
+		s := swn("sw")
 		for h := range t.Hosts {
 			g.link(host(h, -1), s, hostRate, delay, 0)
 		}
 	case TopoDumbbell:
-		l, r := sw("sw", 0), sw("sw", 1)
+		l, r := swn("left"), swn("right")
 		for h := range 2 * t.Hosts {
 			side := l
 			if h >= t.Hosts {
@@ -100,13 +103,13 @@ func (t *Topology) Graph() *Graph {
 		for p := range t.K {
 			aggs := make([]int, half)
 			for j := range aggs {
-				aggs[j] = sw("agg", p*half+j)
+				aggs[j] = swn(fmt.Sprintf("agg%d.%d", p, j))
 				for c := range half {
 					g.link(aggs[j], cores[j*half+c], fabRate, delay, 0)
 				}
 			}
 			for e := range half {
-				edge := sw("edge", p*half+e)
+				edge := swn(fmt.Sprintf("edge%d.%d", p, e))
 				for _, a := range aggs {
 					g.link(edge, a, fabRate, delay, 0)
 				}
@@ -117,15 +120,27 @@ func (t *Topology) Graph() *Graph {
 			}
 		}
 	case TopoMultiRail:
+		// One leaf-spine plane per rail; NIC r of every host is on plane r.
 		g.NICs = t.Rails
-		rails := make([]int, t.Rails)
-		for r := range rails {
-			rails[r] = sw("rail", r)
+		hosts := make([]int, t.Hosts)
+		for h := range hosts {
+			hosts[h] = host(h, h/t.HostsPerLeaf)
 		}
-		for h := range t.Hosts {
-			n := host(h, -1)
-			for r, rs := range rails {
-				g.link(n, rs, hostRate, delay, r)
+		leaves := (t.Hosts + t.HostsPerLeaf - 1) / t.HostsPerLeaf
+		for r := range t.Rails {
+			spines := make([]int, t.Spines)
+			for i := range spines {
+				spines[i] = swn(fmt.Sprintf("r%d-spine%d", r, i))
+			}
+			ls := make([]int, leaves)
+			for i := range ls {
+				ls[i] = swn(fmt.Sprintf("r%d-leaf%d", r, i))
+				for _, sp := range spines {
+					g.link(ls[i], sp, fabRate, delay, 0)
+				}
+			}
+			for h, n := range hosts {
+				g.link(n, ls[h/t.HostsPerLeaf], hostRate, delay, r)
 			}
 		}
 	case TopoNS3:
@@ -214,6 +229,22 @@ func (g *Graph) IsHost(id int) bool {
 func (g *Graph) Node(name string) (int, bool) {
 	i, ok := g.byName[name]
 	return i, ok
+}
+
+// SplitLink splits "A-B" into two node names at the dash where both
+// halves name nodes (node names may contain dashes themselves).
+func (g *Graph) SplitLink(s string) (a, b string, ok bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] != '-' {
+			continue
+		}
+		_, okA := g.byName[s[:i]]
+		_, okB := g.byName[s[i+1:]]
+		if okA && okB {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return "", "", false
 }
 
 // FindLink returns the index of the link joining the nodes called a and b.
