@@ -1,0 +1,569 @@
+//go:build linux && cgo
+
+package verbs
+
+/*
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"syscall"
+	"unsafe"
+
+	"mptx/qp"
+	"mptx/qp/verbs/bootstrap"
+	"mptx/units"
+	"mptx/vtime"
+)
+
+const (
+	// postBatch is the most work requests one ibv_post_send crossing
+	// carries; PostSend splits longer slices.
+	postBatch = 64
+	// pollBatch is the most completions one poll crossing returns.
+	pollBatch = 64
+)
+
+// Conn is the sender's side of a verbs connection to one peer: QPsPerNIC RC
+// queue pairs on each chosen NIC, all writing into the one region the
+// receiver advertised. It implements qp.Conn, qp.RateLimiter and
+// qp.Notifier.
+//
+// Each NIC's QPs share one send CQ; Poll drains all of them in a single
+// cgo crossing (mptx_poll in shim.c). Work requests are posted signalled,
+// so every SendWR yields exactly one Completion, in order per path. Work
+// request ids are the caller's slot indices, stored in C memory; no Go
+// pointer reaches C or the NIC.
+//
+// A Conn is used by one goroutine (the driver), except that Close may be
+// called from another once the driver has stopped.
+type Conn struct {
+	h       *Host
+	cfg     DialConfig
+	sess    *bootstrap.Session
+	groups  []*group
+	nodes   []*node
+	paths   []qp.PathInfo
+	sp      []sendPath
+	byCQ    [][]int // CQ index → paths on it
+	set     *C.struct_mptx_cqset
+	wcs     *C.struct_mptx_wc
+	scratch *C.struct_ibv_wc
+	nt      *notifier
+	caps    qp.Caps
+	rAddr   uint64
+	rLen    units.Bytes
+	maxMsg  units.Bytes
+	lastSyn vtime.Time
+	rateErr error
+	closed  bool
+	cleanup runtime.Cleanup
+}
+
+// sendPath is one path's sender state. The WR, SGE and input arrays are C
+// memory reused by every post.
+type sendPath struct {
+	q      *qpEnd
+	g      *group
+	nicIdx int // index into Host.nics
+	cqIdx  int
+	lkey   uint32
+	rkey   uint32
+	in     *C.struct_mptx_wr
+	wrs    *C.struct_ibv_send_wr
+	sges   *C.struct_ibv_sge
+	ring   []opRec // posted, not yet completed, in order
+	head   int
+	n      int
+}
+
+// opRec remembers what a posted work request was: RC completes a QP's
+// requests in order, so the ring's head is the request the next completion
+// on the path belongs to (send completions do not say WRITE from WRITE WITH
+// IMM, nor carry a length).
+type opRec struct {
+	id  uint64
+	op  qp.Opcode
+	len units.Bytes
+}
+
+var _ qp.Conn = (*Conn)(nil)
+var _ qp.RateLimiter = (*Conn)(nil)
+var _ qp.Notifier = (*Conn)(nil)
+
+// Dial connects to the receiver listening at addr (host:port, TCP):
+// authenticates with cfg.Secret (bootstrap), creates cfg.QPsPerNIC RC
+// QPs per NIC, offers them with the tensor's size, connects each to the
+// receiver's QP (INIT → RTR → RTS), and returns once the receiver has
+// advertised its region. A receiver that does not know the secret gets
+// nothing: Dial fails with bootstrap.ErrAuth before any QP exists.
+func (h *Host) Dial(ctx context.Context, addr string, cfg DialConfig) (*Conn, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := h.checkOpen(); err != nil {
+		return nil, err
+	}
+	if cfg.Send.h != h {
+		return nil, fmt.Errorf("verbs: DialConfig.Send belongs to another Host")
+	}
+	nics, err := h.pickNICs(cfg.NICs, cfg.Send.NUMANode())
+	if err != nil {
+		return nil, err
+	}
+	var d net.Dialer
+	tcp, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("verbs: dialing receiver %s: %w", addr, err)
+	}
+	sess, err := bootstrap.Client(ctx, tcp, cfg.Secret)
+	if err != nil {
+		return nil, err
+	}
+	c := &Conn{h: h, cfg: cfg, sess: sess, nt: newNotifier()}
+	if err := c.setup(ctx, nics); err != nil {
+		sess.SendAbort(ctx, err.Error())
+		c.teardown()
+		return nil, err
+	}
+	c.cleanup = runtime.AddCleanup(c, leakedAll, c.nodes)
+	return c, nil
+}
+
+// pickNICs resolves names to host NICs, or, with none, prefers NICs on
+// the buffer's NUMA node.
+func (h *Host) pickNICs(names []string, node int) ([]*nic, error) {
+	if len(names) == 0 {
+		numa := make([]int, len(h.nics))
+		for i, n := range h.nics {
+			numa[i] = n.dev.NUMANode
+		}
+		var out []*nic
+		for _, i := range preferLocal(numa, node) {
+			out = append(out, h.nics[i])
+		}
+		return out, nil
+	}
+	var out []*nic
+	for _, name := range names {
+		var found *nic
+		for _, n := range h.nics {
+			if n.dev.Name == name {
+				found = n
+			}
+		}
+		if found == nil {
+			var have []string
+			for _, n := range h.nics {
+				have = append(have, n.dev.Name)
+			}
+			return nil, fmt.Errorf("verbs: NIC %q is not open on this host (open: %v)", name, have)
+		}
+		out = append(out, found)
+	}
+	return out, nil
+}
+
+func (c *Conn) setup(ctx context.Context, nics []*nic) error {
+	cfg := c.cfg
+	q := cfg.QP
+	// Groups and QPs.
+	for _, n := range nics {
+		g, err := newGroup(n, "send", cfg.QPsPerNIC*q.MaxSendWR+16, 0, cfg.Clock)
+		if err != nil {
+			return err
+		}
+		c.groups = append(c.groups, g)
+		c.nodes = append(c.nodes, g.node)
+		if err := g.watch(c.nt); err != nil {
+			return err
+		}
+	}
+	offer := &bootstrap.Offer{Size: uint64(cfg.Size), ChunkSize: uint64(cfg.ChunkSize), Name: cfg.Name}
+	if cfg.CRC {
+		offer.Caps |= bootstrap.CapCRC
+		offer.CRC32C = cfg.CRC32C
+	}
+	c.byCQ = make([][]int, len(c.groups))
+	for gi, g := range c.groups {
+		for k := 0; k < cfg.QPsPerNIC; k++ {
+			e, err := g.createQP(g.cq, g.cq, nil, q.MaxSendWR, q.MaxInline, 0)
+			if err != nil {
+				return err
+			}
+			c.sp = append(c.sp, sendPath{q: e, g: g, nicIdx: g.nic.idx, cqIdx: gi, lkey: c.cfg.Send.lkey(g.nic.idx)})
+			c.byCQ[gi] = append(c.byCQ[gi], len(c.sp)-1)
+			offer.Paths = append(offer.Paths, g.endpoint(e, gi, g.nic.port.ActiveMTU))
+		}
+	}
+	if err := c.sess.SendOffer(ctx, offer); err != nil {
+		return err
+	}
+	acc, err := c.sess.RecvAccept(ctx)
+	if err != nil {
+		return err
+	}
+	if len(acc.Paths) != len(c.sp) {
+		return fmt.Errorf("%w: receiver answered %d paths for our %d", bootstrap.ErrProtocol, len(acc.Paths), len(c.sp))
+	}
+	if acc.RegionLen < uint64(cfg.Size) {
+		return fmt.Errorf("%w: receiver advertised %d bytes for a %d-byte tensor", bootstrap.ErrProtocol, acc.RegionLen, int64(cfg.Size))
+	}
+	c.rAddr, c.rLen = acc.RegionAddr, units.Bytes(acc.RegionLen)
+	c.maxMsg = units.MaxBytes
+	for i := range c.sp {
+		p := &c.sp[i]
+		r := acc.Paths[i]
+		n := p.g.nic
+		mtu, err := pathMTU(n.port.ActiveMTU, r.MTU, q.MTU)
+		if err != nil {
+			return err
+		}
+		fl := flowLabel(p.q.qpn, r.QPN)
+		if err := p.g.connect(p.q, r, mtu, fl, q); err != nil {
+			return err
+		}
+		p.rkey = r.Rkey
+		c.paths = append(c.paths, qp.PathInfo{
+			QPN:      p.q.qpn,
+			Device:   n.dev.Name,
+			Port:     n.port.Num,
+			NIC:      p.cqIdx,
+			SrcPort:  srcPort(n.dev.Soft(), p.q.qpn, fl),
+			LineRate: n.port.Speed,
+			MTU:      mtu,
+		})
+		if n.port.MaxMsg > 0 && n.port.MaxMsg < c.maxMsg {
+			c.maxMsg = n.port.MaxMsg
+		}
+	}
+	if err := c.sess.SendReady(ctx); err != nil {
+		return err
+	}
+	c.allocArrays()
+	c.caps = qp.Caps{CarriesData: true, MaxSendWR: q.MaxSendWR, MaxInlineData: q.MaxInline, MaxMessageBytes: c.maxMsg,
+		Timestamps: true, HWRateLimit: true, ECNCounters: true, CNPCounters: true}
+	for _, g := range c.groups {
+		d := g.nic.dev
+		c.caps.Timestamps = c.caps.Timestamps && g.ts != tsNone
+		c.caps.HWRateLimit = c.caps.HWRateLimit && d.Caps.HWRateLimit
+		c.caps.ECNCounters = c.caps.ECNCounters && len(g.nic.counters.ecn) > 0
+		c.caps.CNPCounters = c.caps.CNPCounters && len(g.nic.counters.cnp) > 0
+	}
+	for _, p := range c.sp {
+		c.caps.MaxInlineData = min(c.caps.MaxInlineData, p.q.inline)
+	}
+	if !c.caps.HWRateLimit {
+		c.rateErr = fmt.Errorf("verbs: SetRate: %w (no per-QP rate limiter: packet_pacing_caps.qp_rate_limit_max is 0; pace in software)", qp.ErrNotSupported)
+	}
+	return nil
+}
+
+// allocArrays allocates the C arrays of the hot path in one block freed by
+// a node under the host root.
+func (c *Conn) allocArrays() {
+	szIn := uintptr(postBatch) * C.sizeof_struct_mptx_wr
+	szWR := uintptr(postBatch) * C.sizeof_struct_ibv_send_wr
+	szSGE := uintptr(postBatch) * C.sizeof_struct_ibv_sge
+	per := szIn + szWR + szSGE
+	total := per*uintptr(len(c.sp)) + C.sizeof_struct_mptx_cqset + pollBatch*C.sizeof_struct_mptx_wc + pollBatch*C.sizeof_struct_ibv_wc
+	base := cAlloc(total)
+	c.nodes = append(c.nodes, newNode(c.h.root, "C arrays", "conn", func() error { cFree(base); return nil }))
+	off := uintptr(0)
+	at := func(n uintptr) unsafe.Pointer { p := unsafe.Add(base, off); off += n; return p }
+	c.set = (*C.struct_mptx_cqset)(at(C.sizeof_struct_mptx_cqset))
+	c.wcs = (*C.struct_mptx_wc)(at(pollBatch * C.sizeof_struct_mptx_wc))
+	c.scratch = (*C.struct_ibv_wc)(at(pollBatch * C.sizeof_struct_ibv_wc))
+	for i := range c.sp {
+		p := &c.sp[i]
+		p.in = (*C.struct_mptx_wr)(at(szIn))
+		p.wrs = (*C.struct_ibv_send_wr)(at(szWR))
+		p.sges = (*C.struct_ibv_sge)(at(szSGE))
+		p.ring = make([]opRec, c.cfg.QP.MaxSendWR) // the CQ is sized for this many per QP
+	}
+	_ = fillCQSet(c.set, c.groups, nil, 0)
+}
+
+// Paths describes the connection's paths, in path-index order.
+func (c *Conn) Paths() []qp.PathInfo { return c.paths }
+
+// Caps reports what the connection can do.
+func (c *Conn) Caps() qp.Caps { return c.caps }
+
+// Region returns the receiver's advertised region: its remote address and
+// length. SendWR.Remote offsets are relative to it.
+func (c *Conn) Region() (addr uint64, length units.Bytes) { return c.rAddr, c.rLen }
+
+// Send returns the send region.
+func (c *Conn) Send() *Buffer { return c.cfg.Send }
+
+// PostSend posts wrs on path as one chain per postBatch requests
+// (ibv_post_send(3)), each signalled, WRITE or WRITE WITH IMM (imm_data in
+// network order). It checks every request against the send region, the
+// advertised region and the largest message before posting, and returns
+// qp.ErrQueueFull when the path's send queue has no room for the rest. A
+// path whose QP failed or whose port is down returns an error wrapping
+// ErrPathDown. It does not allocate unless it fails.
+func (c *Conn) PostSend(path int, wrs []qp.SendWR) (int, error) {
+	return c.post(path, wrs, true)
+}
+
+func (c *Conn) post(path int, wrs []qp.SendWR, check bool) (int, error) {
+	if c.closed {
+		return 0, qp.ErrClosed
+	}
+	if uint(path) >= uint(len(c.sp)) {
+		return 0, fmt.Errorf("verbs: PostSend: path %d, want 0..%d", path, len(c.sp)-1)
+	}
+	p := &c.sp[path]
+	if err := p.q.health.failed(); err != nil {
+		return 0, err
+	}
+	if e := p.g.nic.portDown.Load(); e != nil {
+		return 0, *e
+	}
+	sendLen := c.cfg.Send.Len()
+	laddr := c.cfg.Send.addr()
+	in := unsafe.Slice(p.in, postBatch)
+	posted := 0
+	for posted < len(wrs) {
+		room := len(p.ring) - p.n
+		if room == 0 {
+			return posted, qp.ErrQueueFull
+		}
+		k := min(len(wrs)-posted, postBatch, room)
+		for i := 0; i < k; i++ {
+			w := &wrs[posted+i]
+			if check {
+				if err := c.checkWR(posted+i, w, sendLen); err != nil {
+					return posted, err
+				}
+			}
+			d := &in[i]
+			d.id = C.uint64_t(w.ID)
+			d.laddr = C.uint64_t(laddr + uint64(w.Local))
+			d.raddr = C.uint64_t(c.rAddr + uint64(w.Remote))
+			d.len = C.uint32_t(w.Len)
+			d.lkey = C.uint32_t(p.lkey)
+			d.rkey = C.uint32_t(p.rkey)
+			d.imm = C.uint32_t(w.Imm)
+			d.op = C.uint32_t(w.Op)
+			d.flags = 0
+		}
+		res := C.mptx_post_send(p.q.qp, p.in, C.int(k), p.wrs, p.sges)
+		for i := 0; i < int(res.posted); i++ {
+			w := &wrs[posted+i]
+			p.ring[(p.head+p.n)%len(p.ring)] = opRec{id: w.ID, op: w.Op, len: w.Len}
+			p.n++
+		}
+		posted += int(res.posted)
+		if res.err != 0 {
+			return posted, c.postFailed(p, syscall.Errno(res.err))
+		}
+	}
+	return posted, nil
+}
+
+func (c *Conn) checkWR(i int, w *qp.SendWR, sendLen units.Bytes) error {
+	switch {
+	case w.Op != qp.OpWrite && w.Op != qp.OpWriteImm:
+		return fmt.Errorf("verbs: PostSend: wr[%d].Op = %v, want WRITE or WRITE_WITH_IMM", i, w.Op)
+	case w.Len < 0 || w.Len > c.maxMsg:
+		return fmt.Errorf("verbs: PostSend: wr[%d].Len = %d, want 0..%d (the ports' max_msg_sz)", i, int64(w.Len), int64(c.maxMsg))
+	case w.Len == 0 && w.Op == qp.OpWrite:
+		return fmt.Errorf("verbs: PostSend: wr[%d] is a zero-length WRITE; only WRITE_WITH_IMM may be empty", i)
+	case w.Local < 0 || w.Local+w.Len > sendLen:
+		return fmt.Errorf("verbs: PostSend: wr[%d] local range [%d, %d) outside the send region [0, %d)", i, int64(w.Local), int64(w.Local+w.Len), int64(sendLen))
+	case w.Remote < 0 || w.Remote+w.Len > c.rLen:
+		return fmt.Errorf("verbs: PostSend: wr[%d] remote range [%d, %d) outside the advertised region [0, %d)", i, int64(w.Remote), int64(w.Remote+w.Len), int64(c.rLen))
+	}
+	return nil
+}
+
+// postFailed explains a failed ibv_post_send and marks the path down when
+// its QP has left RTS.
+func (c *Conn) postFailed(p *sendPath, errno syscall.Errno) error {
+	err := error(verbError("ibv_post_send", p.g.nic.dev.Name, errno))
+	if errno == syscall.ENOMEM {
+		return fmt.Errorf("%w: %w", qp.ErrQueueFull, err)
+	}
+	if st := C.mptx_qp_state(p.q.qp); st != C.IBV_QPS_RTS {
+		p.q.health.fail(fmt.Errorf("%w: QP %#x is in state %d, not RTS: %w", ErrPathDown, p.q.qpn, int(st), err))
+		return p.q.health.failed()
+	}
+	return err
+}
+
+// Poll moves up to len(dst) send completions into dst, polling every NIC's
+// CQ in one crossing per pollBatch (ibv_poll_cq(3), or ibv_start_poll(3)
+// with device timestamps). A completion with an error status marks its
+// path down. Completion.At is the device's timestamp when it has one,
+// else the DialConfig.Clock reading taken once per batch, else 0. It never
+// blocks and does not allocate unless a path fails.
+func (c *Conn) Poll(dst []qp.Completion) (int, error) {
+	if c.closed {
+		return 0, qp.ErrClosed
+	}
+	got := 0
+	var now vtime.Time
+	for got < len(dst) {
+		want := min(len(dst)-got, pollBatch)
+		r := int(C.mptx_poll(c.set, c.wcs, C.int(want), c.scratch))
+		if r < 0 {
+			return got, verbError("ibv_poll_cq", "", syscall.Errno(-r))
+		}
+		if r == 0 {
+			break
+		}
+		if now == 0 && c.cfg.Clock != nil {
+			now = c.cfg.Clock.Now()
+		}
+		wcs := unsafe.Slice(c.wcs, r)
+		for i := range wcs {
+			c.convert(&wcs[i], &dst[got+i], now)
+		}
+		got += r
+		if r < want {
+			break
+		}
+	}
+	if now != 0 && c.caps.Timestamps && now.Sub(c.lastSyn) > resyncEvery {
+		resyncClock(c.groups, c.cfg.Clock)
+		c.lastSyn = now
+	}
+	return got, nil
+}
+
+func (c *Conn) convert(w *C.struct_mptx_wc, d *qp.Completion, now vtime.Time) {
+	cqi := int(w.cq)
+	qpn := uint32(w.qpn)
+	path := -1
+	for _, pi := range c.byCQ[cqi] {
+		if c.sp[pi].q.qpn == qpn {
+			path = pi
+			break
+		}
+	}
+	*d = qp.Completion{ID: uint64(w.id), Path: path, QPN: qpn, Status: statusOf(int(w.status)), Op: qp.OpWrite}
+	g := c.groups[cqi]
+	if g.ts != tsNone && w.ts != 0 {
+		d.At = g.conv.at(uint64(w.ts))
+	} else {
+		d.At = now
+	}
+	if path < 0 {
+		return
+	}
+	p := &c.sp[path]
+	if p.n > 0 {
+		rec := p.ring[p.head]
+		p.head = (p.head + 1) % len(p.ring)
+		p.n--
+		d.Op, d.Bytes = rec.op, rec.len
+	}
+	if d.Status != qp.StatusOK && p.q.health.failed() == nil {
+		p.q.health.fail(fmt.Errorf("%w: QP %#x on %s: completion status %q (vendor error %#x)",
+			ErrPathDown, qpn, p.g.nic.dev.Name, wcStatusString(int(w.status)), uint32(w.vendor_err)))
+	}
+}
+
+// Outstanding returns the work requests posted on path and not yet
+// completed.
+func (c *Conn) Outstanding(path int) int { return c.sp[path].n }
+
+// PathErr returns why path is down, nil while it is up.
+func (c *Conn) PathErr(path int) error {
+	p := &c.sp[path]
+	if err := p.q.health.failed(); err != nil {
+		return err
+	}
+	if e := p.g.nic.portDown.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// Counters reads path's NIC port counters (see counters.go: per port, not
+// per QP). It does not allocate.
+func (c *Conn) Counters(path int) (qp.Counters, error) {
+	if uint(path) >= uint(len(c.sp)) {
+		return qp.Counters{}, fmt.Errorf("verbs: Counters: path %d, want 0..%d", path, len(c.sp)-1)
+	}
+	return c.sp[path].g.nic.counters.read()
+}
+
+// SetRate sets path's hardware rate limit (ibv_modify_qp_rate_limit(3)),
+// rounded to kbit/s and clamped to the device's range; units.Unlimited
+// removes the limit. Devices without a limiter (Caps().HWRateLimit false,
+// e.g. Soft-RoCE) return an error wrapping qp.ErrNotSupported: the driver
+// then paces segments in software.
+func (c *Conn) SetRate(path int, r units.BitRate) error {
+	if c.rateErr != nil {
+		return c.rateErr
+	}
+	if uint(path) >= uint(len(c.sp)) {
+		return fmt.Errorf("verbs: SetRate: path %d, want 0..%d", path, len(c.sp)-1)
+	}
+	p := &c.sp[path]
+	caps := p.g.nic.dev.Caps
+	kbps := uint32(0)
+	if r != units.Unlimited {
+		k := int64(r / units.Kbps)
+		k = max(k, int64(caps.RateLimitMinKbps))
+		k = min(k, int64(caps.RateLimitMaxKbps))
+		kbps = uint32(k)
+	}
+	return callErr("ibv_modify_qp_rate_limit", p.g.nic.dev.Name, C.mptx_rate_limit(p.q.qp, C.uint32_t(kbps)))
+}
+
+// Notify arms every send CQ for one completion event (ibv_req_notify_cq(3))
+// and returns the channel the event is delivered on: the same channel on
+// every call, capacity 1. Completions that arrived before arming raise no
+// event, so the caller polls once more after Notify and before blocking.
+func (c *Conn) Notify() <-chan struct{} {
+	if c.closed {
+		c.nt.signal()
+		return c.nt.ch
+	}
+	return c.nt.arm(c.set)
+}
+
+// AwaitReceipt waits for the receiver's verdict on the transfer (its CRC
+// check and byte count), sent over the control connection after its
+// Wait returned.
+func (c *Conn) AwaitReceipt(ctx context.Context) (*Receipt, error) {
+	return c.sess.RecvReceipt(ctx)
+}
+
+// Close destroys the connection's QPs, CQs and completion channels and
+// closes the control connection; outstanding work requests are dropped.
+// It is idempotent.
+func (c *Conn) Close() error {
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	c.cleanup.Stop()
+	return c.teardown()
+}
+
+func (c *Conn) teardown() error {
+	var errs []error
+	c.nt.stop()
+	for _, n := range c.nodes {
+		errs = append(errs, n.close())
+	}
+	for _, g := range c.groups {
+		errs = append(errs, g.node.close())
+	}
+	errs = append(errs, c.sess.Close())
+	return errors.Join(errs...)
+}

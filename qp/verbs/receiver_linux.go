@@ -1,0 +1,492 @@
+//go:build linux && cgo
+
+package verbs
+
+/*
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"mptx/qp"
+	"mptx/qp/verbs/bootstrap"
+	"mptx/units"
+	"mptx/vtime"
+)
+
+// Listener accepts senders on a TCP address. It is safe for concurrent
+// use; Accept may run on one goroutine while Close runs on another.
+type Listener struct {
+	h        *Host
+	cfg      ListenConfig
+	ln       net.Listener
+	nics     []*nic
+	mu       sync.Mutex
+	rejected int
+}
+
+// Listen listens for senders on addr (host:port; port 0 picks one).
+func (h *Host) Listen(addr string, cfg ListenConfig) (*Listener, error) {
+	cfg, err := cfg.withDefaults(h.PoolSize())
+	if err != nil {
+		return nil, err
+	}
+	if err := h.checkOpen(); err != nil {
+		return nil, err
+	}
+	nics, err := h.pickNICs(cfg.NICs, -1)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Access == AccessMemoryWindow {
+		for _, n := range nics {
+			if !n.dev.Caps.MemoryWindowType2 || !n.mwAccess {
+				return nil, fmt.Errorf("verbs: ListenConfig.Access = memory-window but %s has no type 2 memory windows; use AccessAuto or AccessMR", n.dev.Name)
+			}
+		}
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("verbs: listen %s: %w", addr, err)
+	}
+	return &Listener{h: h, cfg: cfg, ln: ln, nics: nics}, nil
+}
+
+// Addr returns the listening address.
+func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
+
+// Rejected returns how many peers failed authentication or set-up.
+func (l *Listener) Rejected() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rejected
+}
+
+// Close stops listening. Receivers already accepted stay open.
+func (l *Listener) Close() error {
+	err := l.ln.Close()
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// Accept waits for a sender, authenticates it, and sets up the transfer it
+// offers: a region of the offered size (ListenConfig.Region, default
+// Host.Alloc), one RC QP per sender path on the matching local NIC, each
+// NIC's QPs sharing one SRQ and one receive CQ, and remote write access to
+// exactly that region (see Access). A peer that fails authentication or
+// set-up is reported to OnReject and Accept keeps waiting; before its
+// proof verified, nothing was allocated for it. Accept returns when ctx
+// ends or the Listener is closed.
+func (l *Listener) Accept(ctx context.Context) (*Receiver, error) {
+	stop := context.AfterFunc(ctx, func() { _ = l.ln.Close() })
+	defer stop()
+	for {
+		tcp, err := l.ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, fmt.Errorf("verbs: accept: %w", err)
+		}
+		r, err := l.serve(ctx, tcp)
+		if err == nil {
+			return r, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		l.mu.Lock()
+		l.rejected++
+		l.mu.Unlock()
+		if l.cfg.OnReject != nil {
+			l.cfg.OnReject(tcp.RemoteAddr(), err)
+		}
+	}
+}
+
+func (l *Listener) serve(ctx context.Context, tcp net.Conn) (*Receiver, error) {
+	sess, err := bootstrap.Server(ctx, tcp, l.cfg.Secret)
+	if err != nil {
+		return nil, err
+	}
+	// Authenticated: only now is anything created for this peer.
+	offer, err := sess.RecvOffer(ctx)
+	if err != nil {
+		sess.Close()
+		return nil, err
+	}
+	r := &Receiver{h: l.h, cfg: l.cfg, sess: sess, offer: offer, nt: newNotifier()}
+	if err := r.setup(ctx, l.nics); err != nil {
+		sess.SendAbort(ctx, err.Error())
+		r.teardown()
+		return nil, err
+	}
+	r.cleanup = runtime.AddCleanup(r, leakedAll, r.nodes)
+	return r, nil
+}
+
+// Receiver is the receiving side of one transfer: the advertised region,
+// one RC QP per sender path, a shared receive queue and receive CQ per NIC.
+// It implements qp.Receiver and qp.Notifier.
+//
+// The sender's chunks land in the region by RDMA WRITE; the last write of
+// each chunk carries an immediate, which consumes one receive from the
+// NIC's SRQ and produces the OpRecvImm completion Poll returns. Poll
+// re-posts as many zero-length receives as it consumed, in the same cgo
+// crossing, so the SRQ never drains while the driver keeps polling.
+//
+// A Receiver is used by one goroutine (the driver).
+type Receiver struct {
+	h       *Host
+	cfg     ListenConfig
+	sess    *bootstrap.Session
+	offer   *bootstrap.Offer
+	region  *Buffer
+	owned   bool // region from Host.Alloc, freed by Close
+	groups  []*group
+	nodes   []*node
+	paths   []qp.PathInfo
+	rp      []recvPath
+	byCQ    [][]int
+	set     *C.struct_mptx_cqset
+	wcs     *C.struct_mptx_wc
+	scratch *C.struct_ibv_wc
+	nt      *notifier
+	access  Access
+	grants  []*node // memory windows or the region MRs: closed by Revoke
+	revoked bool
+	closed  bool
+	cleanup runtime.Cleanup
+}
+
+type recvPath struct {
+	q    *qpEnd
+	g    *group
+	rkey uint32
+}
+
+var _ qp.Receiver = (*Receiver)(nil)
+var _ qp.Notifier = (*Receiver)(nil)
+
+func (r *Receiver) setup(ctx context.Context, nics []*nic) error {
+	cfg := r.cfg
+	o := r.offer
+	size := units.Bytes(o.Size)
+	if o.Size == 0 || size > cfg.MaxSize || o.Size > uint64(units.MaxBytes) {
+		return fmt.Errorf("verbs: sender offers a %d-byte tensor; this receiver takes 1..%d (ListenConfig.MaxSize)", o.Size, int64(cfg.MaxSize))
+	}
+	var err error
+	if cfg.Region != nil {
+		r.region, err = cfg.Region(size)
+	} else {
+		r.region, err = r.h.Alloc(size)
+		r.owned = err == nil
+	}
+	if err != nil {
+		return err
+	}
+	if r.region.Len() < size {
+		return fmt.Errorf("verbs: ListenConfig.Region returned %d bytes for a %d-byte offer", int64(r.region.Len()), int64(size))
+	}
+	// One group per local NIC the sender's NICs map onto.
+	gOf := map[int]*group{}
+	var gIdx []int
+	for _, p := range o.Paths {
+		li := int(p.NIC) % len(nics)
+		if _, ok := gOf[li]; ok {
+			continue
+		}
+		g, err := newGroup(nics[li], "receive", cfg.SRQDepth+16, cfg.SRQDepth, cfg.Clock)
+		if err != nil {
+			return err
+		}
+		gOf[li] = g
+		gIdx = append(gIdx, li)
+		r.groups = append(r.groups, g)
+		r.nodes = append(r.nodes, g.node)
+		if err := g.watch(r.nt); err != nil {
+			return err
+		}
+	}
+	cqIdx := map[*group]int{}
+	for i, g := range r.groups {
+		cqIdx[g] = i
+	}
+	r.byCQ = make([][]int, len(r.groups))
+	r.access = cfg.Access
+	if r.access == AccessAuto {
+		r.access = AccessMemoryWindow
+		for _, g := range r.groups {
+			if !g.nic.dev.Caps.MemoryWindowType2 || !g.nic.mwAccess {
+				r.access = AccessMR
+			}
+		}
+	}
+	acc := &bootstrap.Accept{RegionAddr: r.region.addr(), RegionLen: o.Size}
+	if r.access == AccessMemoryWindow {
+		acc.Caps |= bootstrap.CapMemoryWindow
+	}
+	if o.Caps&bootstrap.CapCRC != 0 {
+		acc.Caps |= bootstrap.CapCRC
+	}
+	regionMR := map[*group]*C.struct_ibv_mr{}
+	for i, sp := range o.Paths {
+		g := gOf[int(sp.NIC)%len(nics)]
+		n := g.nic
+		q, err := g.createQP(g.ctl, g.cq, g.srq, 8, 0, C.IBV_ACCESS_LOCAL_WRITE|C.IBV_ACCESS_REMOTE_WRITE)
+		if err != nil {
+			return err
+		}
+		mtu, err := pathMTU(n.port.ActiveMTU, sp.MTU, cfg.QP.MTU)
+		if err != nil {
+			return err
+		}
+		fl := flowLabel(q.qpn, sp.QPN)
+		if err := g.connect(q, sp, mtu, fl, cfg.QP); err != nil {
+			return err
+		}
+		rp := recvPath{q: q, g: g}
+		switch r.access {
+		case AccessMemoryWindow:
+			if rp.rkey, err = r.bindWindow(g, q); err != nil {
+				return err
+			}
+		case AccessMR:
+			mr := regionMR[g]
+			if mr == nil {
+				var nd *node
+				mr, nd, err = regMR(g.node, n.pd, unsafe.Pointer(&r.region.mem[0]), int(o.Size),
+					C.IBV_ACCESS_LOCAL_WRITE|C.IBV_ACCESS_REMOTE_WRITE, n.dev.Name+" receive region")
+				if err != nil {
+					return err
+				}
+				regionMR[g] = mr
+				r.grants = append(r.grants, nd)
+			}
+			rp.rkey = uint32(mr.rkey)
+		}
+		r.rp = append(r.rp, rp)
+		ci := cqIdx[g]
+		r.byCQ[ci] = append(r.byCQ[ci], i)
+		ep := g.endpoint(q, gIdx[ci], mtu)
+		ep.Rkey = rp.rkey
+		ep.FlowLabel = fl
+		acc.Paths = append(acc.Paths, ep)
+		r.paths = append(r.paths, qp.PathInfo{QPN: q.qpn, Device: n.dev.Name, Port: n.port.Num, NIC: ci,
+			SrcPort: srcPort(n.dev.Soft(), q.qpn, fl), LineRate: n.port.Speed, MTU: mtu})
+	}
+	r.allocArrays()
+	for i, g := range r.groups {
+		if rc := C.mptx_srq_fill(g.srq, r.set.rwr[i], C.int(pollBatch), C.int(r.cfg.SRQDepth)); rc != 0 {
+			return callErr("ibv_post_srq_recv", g.nic.dev.Name, rc)
+		}
+	}
+	if err := r.sess.SendAccept(ctx, acc); err != nil {
+		return err
+	}
+	return r.sess.RecvReady(ctx)
+}
+
+// bindWindow allocates a type 2 memory window (ibv_alloc_mw(3)) and binds
+// it over exactly the region, for remote write, through q (IBV_WR_BIND_MW
+// in ibv_post_send(3)); the returned rkey opens the region only on q.
+func (r *Receiver) bindWindow(g *group, q *qpEnd) (uint32, error) {
+	n := g.nic
+	mw, err := C.ibv_alloc_mw(n.pd, C.IBV_MW_TYPE_2)
+	if mw == nil {
+		return 0, nilErr("ibv_alloc_mw", n.dev.Name, err)
+	}
+	name := n.dev.Name + " window for QP " + strconv.FormatUint(uint64(q.qpn), 16)
+	nd := newNode(g.node, "MW", name, func() error {
+		if rc := C.ibv_dealloc_mw(mw); rc != 0 {
+			return callErr("ibv_dealloc_mw", name, rc)
+		}
+		return nil
+	})
+	r.grants = append(r.grants, nd)
+	var rkey C.uint32_t
+	if rc := C.mptx_bind_mw2(q.qp, mw, n.poolOrUserMR(r.region), C.uint64_t(r.region.addr()), C.uint64_t(r.offer.Size),
+		C.IBV_ACCESS_REMOTE_WRITE, 1, &rkey); rc != 0 {
+		return 0, callErr("ibv_post_send(BIND_MW)", name, rc)
+	}
+	var id C.uint64_t
+	var st C.int
+	if rc := C.mptx_wait_one(g.ctl, 1<<30, &id, &st); rc != 0 {
+		return 0, callErr("ibv_poll_cq(BIND_MW)", name, C.int(rc))
+	}
+	if st != 0 {
+		return 0, fmt.Errorf("verbs: binding %s: completion status %q", name, wcStatusString(int(st)))
+	}
+	return uint32(rkey), nil
+}
+
+// poolOrUserMR returns the MR on n that covers b.
+func (n *nic) poolOrUserMR(b *Buffer) *C.struct_ibv_mr { return b.mrs[n.idx] }
+
+func (r *Receiver) allocArrays() {
+	szRWR := uintptr(pollBatch) * C.sizeof_struct_ibv_recv_wr
+	total := uintptr(len(r.groups))*szRWR + C.sizeof_struct_mptx_cqset + pollBatch*C.sizeof_struct_mptx_wc + pollBatch*C.sizeof_struct_ibv_wc
+	base := cAlloc(total)
+	r.nodes = append(r.nodes, newNode(r.h.root, "C arrays", "receiver", func() error { cFree(base); return nil }))
+	off := uintptr(0)
+	at := func(n uintptr) unsafe.Pointer { p := unsafe.Add(base, off); off += n; return p }
+	r.set = (*C.struct_mptx_cqset)(at(C.sizeof_struct_mptx_cqset))
+	r.wcs = (*C.struct_mptx_wc)(at(pollBatch * C.sizeof_struct_mptx_wc))
+	r.scratch = (*C.struct_ibv_wc)(at(pollBatch * C.sizeof_struct_ibv_wc))
+	rwrs := make([]*C.struct_ibv_recv_wr, len(r.groups))
+	for i := range r.groups {
+		chain := (*C.struct_ibv_recv_wr)(at(szRWR))
+		wrs := unsafe.Slice(chain, pollBatch)
+		for k := range wrs {
+			// Zero-SGE receives: WRITE WITH IMM places its data by rkey
+			// and only consumes the receive for the immediate.
+			wrs[k].wr_id = 0
+			wrs[k].num_sge = 0
+			if k+1 < pollBatch {
+				wrs[k].next = &wrs[k+1]
+			}
+		}
+		rwrs[i] = chain
+	}
+	_ = fillCQSet(r.set, r.groups, rwrs, pollBatch)
+}
+
+// Offer returns what the sender offered: tensor size, chunk size, CRC,
+// name.
+func (r *Receiver) Offer() *bootstrap.Offer { return r.offer }
+
+// Paths describes the receiver's paths (its QPs), in the sender's path
+// order.
+func (r *Receiver) Paths() []qp.PathInfo { return r.paths }
+
+// Access returns how the region was exposed.
+func (r *Receiver) Access() Access { return r.access }
+
+// Rkey returns the rkey the sender was given for path.
+func (r *Receiver) Rkey(path int) uint32 { return r.rp[path].rkey }
+
+// Region returns the advertised region's bytes (the tensor lands here).
+// It is valid until Close.
+func (r *Receiver) Region() []byte { return r.region.mem[:r.offer.Size] }
+
+// Poll moves up to len(dst) receive completions (OpRecvImm, Imm in host
+// order, Bytes the WRITE's length) into dst, polling every NIC's receive
+// CQ and re-posting the consumed SRQ receives in one crossing per
+// pollBatch. It never blocks and does not allocate.
+func (r *Receiver) Poll(dst []qp.Completion) (int, error) {
+	if r.closed {
+		return 0, qp.ErrClosed
+	}
+	got := 0
+	var now vtime.Time
+	for got < len(dst) {
+		want := min(len(dst)-got, pollBatch)
+		n := int(C.mptx_poll(r.set, r.wcs, C.int(want), r.scratch))
+		if n < 0 {
+			return got, verbError("ibv_poll_cq", "", syscall.Errno(-n))
+		}
+		if n == 0 {
+			break
+		}
+		if now == 0 && r.cfg.Clock != nil {
+			now = r.cfg.Clock.Now()
+		}
+		wcs := unsafe.Slice(r.wcs, n)
+		for i := range wcs {
+			w := &wcs[i]
+			cqi := int(w.cq)
+			qpn := uint32(w.qpn)
+			path := -1
+			for _, pi := range r.byCQ[cqi] {
+				if r.rp[pi].q.qpn == qpn {
+					path = pi
+					break
+				}
+			}
+			d := &dst[got+i]
+			*d = qp.Completion{Path: path, QPN: qpn, Op: qp.OpRecvImm, Status: statusOf(int(w.status)),
+				Bytes: units.Bytes(w.len), Imm: uint32(w.imm), At: now}
+			if g := r.groups[cqi]; g.ts != tsNone && w.ts != 0 {
+				d.At = g.conv.at(uint64(w.ts))
+			}
+		}
+		got += n
+		if n < want {
+			break
+		}
+	}
+	return got, nil
+}
+
+// Notify arms every receive CQ (ibv_req_notify_cq(3)); see qp.Notifier.
+func (r *Receiver) Notify() <-chan struct{} {
+	if r.closed {
+		r.nt.signal()
+		return r.nt.ch
+	}
+	return r.nt.arm(r.set)
+}
+
+// Revoke ends the sender's write access to the region: the memory windows
+// are deallocated (ibv_dealloc_mw(3)), or the region's MRs deregistered,
+// so any later WRITE fails at the sender with a remote access error and
+// changes nothing here. Call it when the transfer is complete (Wait
+// returned); Close calls it too. It is idempotent.
+func (r *Receiver) Revoke() error {
+	if r.revoked {
+		return nil
+	}
+	r.revoked = true
+	var errs []error
+	for _, nd := range r.grants {
+		errs = append(errs, nd.close())
+	}
+	return errors.Join(errs...)
+}
+
+// SendReceipt tells the sender the verdict (byte count, CRC) over the
+// control connection.
+func (r *Receiver) SendReceipt(ctx context.Context, rc *Receipt) error {
+	return r.sess.SendReceipt(ctx, rc)
+}
+
+// Close revokes the region, destroys the QPs, SRQs and CQs, frees the
+// region if it came from the pool, and closes the control connection. It
+// is idempotent.
+func (r *Receiver) Close() error {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	r.cleanup.Stop()
+	return r.teardown()
+}
+
+func (r *Receiver) teardown() error {
+	errs := []error{r.Revoke()}
+	r.nt.stop()
+	for _, n := range r.nodes {
+		errs = append(errs, n.close())
+	}
+	for _, g := range r.groups {
+		errs = append(errs, g.node.close())
+	}
+	if r.owned && r.region != nil {
+		errs = append(errs, r.region.Free())
+	}
+	errs = append(errs, r.sess.Close())
+	return errors.Join(errs...)
+}

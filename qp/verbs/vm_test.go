@@ -1,0 +1,234 @@
+//go:build linux && cgo
+
+package verbs
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"mptx/qp"
+	"mptx/units"
+	"mptx/vtime"
+)
+
+// The tests in this file need real RDMA devices. `make rxe-test` boots a
+// qemu VM with Soft-RoCE (rdma_rxe) and two veth "wires", each with an rxe
+// device on both ends, and runs them there (test/rxe/job.sh); anywhere else
+// they skip.
+
+var testSecret = []byte("mptx-rxe-test-secret-0123456789")
+
+// vmEnv is the topology job.sh set up.
+type vmEnv struct {
+	sender, receiver []string // rxe devices, path-aligned
+	wires            []string // the sender-side veth of each wire
+}
+
+func needVM(t testing.TB) vmEnv {
+	t.Helper()
+	if os.Getenv("MPTX_RXE_VM") == "" {
+		t.Skip("needs Soft-RoCE devices: run `make rxe-test` (as root; boots a qemu VM with rdma_rxe and runs this test there)")
+	}
+	e := vmEnv{
+		sender:   strings.Split(os.Getenv("MPTX_RXE_SENDER"), ","),
+		receiver: strings.Split(os.Getenv("MPTX_RXE_RECEIVER"), ","),
+		wires:    strings.Split(os.Getenv("MPTX_RXE_WIRES"), ","),
+	}
+	if len(e.sender) < 2 || len(e.receiver) != len(e.sender) {
+		t.Fatalf("MPTX_RXE_SENDER=%q MPTX_RXE_RECEIVER=%q: want two or more path-aligned devices", os.Getenv("MPTX_RXE_SENDER"), os.Getenv("MPTX_RXE_RECEIVER"))
+	}
+	return e
+}
+
+// pair is a connected sender and receiver in this process.
+type pair struct {
+	sh, rh *Host
+	send   *Buffer
+	conn   *Conn
+	recv   *Receiver
+}
+
+type pairOpts struct {
+	nics      int // paths' NICs (default all)
+	qpsPerNIC int
+	size      units.Bytes
+	access    Access
+	qp        QPConfig
+	pool      units.Bytes
+	huge      HugePolicy
+}
+
+func newPair(t testing.TB, e vmEnv, o pairOpts) *pair {
+	t.Helper()
+	if o.nics == 0 {
+		o.nics = len(e.sender)
+	}
+	if o.size == 0 {
+		o.size = 4 * units.MiB
+	}
+	if o.pool == 0 {
+		o.pool = 2*o.size + 8*units.MiB
+	}
+	p := &pair{}
+	var err error
+	if p.sh, err = OpenHost(HostConfig{Devices: e.sender[:o.nics], PoolSize: o.pool, HugePages: o.huge}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.sh.Close() })
+	if p.rh, err = OpenHost(HostConfig{Devices: e.receiver[:o.nics], PoolSize: o.pool, HugePages: o.huge}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.rh.Close() })
+	ln, err := p.rh.Listen("127.0.0.1:0", ListenConfig{Secret: testSecret, Access: o.access, QP: o.qp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	if p.send, err = p.sh.Alloc(o.size); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	type res struct {
+		r   *Receiver
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		r, err := ln.Accept(ctx)
+		ch <- res{r, err}
+	}()
+	p.conn, err = p.sh.Dial(ctx, ln.Addr().String(), DialConfig{Secret: testSecret, Send: p.send, QPsPerNIC: o.qpsPerNIC, QP: o.qp, Clock: vtime.NewMonotonic()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.conn.Close() })
+	r := <-ch
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	p.recv = r.r
+	t.Cleanup(func() { p.recv.Close() })
+	return p
+}
+
+// waitSend polls the sender until n completions arrived.
+func waitSend(t testing.TB, c *Conn, n int) []qp.Completion {
+	t.Helper()
+	var out []qp.Completion
+	buf := make([]qp.Completion, 64)
+	deadline := time.Now().Add(60 * time.Second)
+	for len(out) < n {
+		k, err := c.Poll(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, buf[:k]...)
+		if k == 0 && time.Now().After(deadline) {
+			t.Fatalf("sender: %d of %d completions after 60 s", len(out), n)
+		}
+	}
+	return out
+}
+
+func waitRecv(t testing.TB, r *Receiver, n int) []qp.Completion {
+	t.Helper()
+	var out []qp.Completion
+	buf := make([]qp.Completion, 64)
+	deadline := time.Now().Add(60 * time.Second)
+	for len(out) < n {
+		k, err := r.Poll(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, buf[:k]...)
+		if k == 0 && time.Now().After(deadline) {
+			t.Fatalf("receiver: %d of %d completions after 60 s", len(out), n)
+		}
+	}
+	return out
+}
+
+func TestVMDevices(t *testing.T) {
+	e := needVM(t)
+	devs, err := Devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sb strings.Builder
+	if err := WriteTable(&sb, devs); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", sb.String())
+	for _, name := range append(append([]string{}, e.sender...), e.receiver...) {
+		var d *Device
+		for i := range devs {
+			if devs[i].Name == name {
+				d = &devs[i]
+			}
+		}
+		if d == nil {
+			t.Fatalf("Devices() lacks %s", name)
+		}
+		p, ok := d.Port(1)
+		if !ok || !p.Active() || p.LinkLayer != "Ethernet" || p.Netdev == "" {
+			t.Errorf("%s port 1 = %+v, want ACTIVE Ethernet with a netdev", name, p)
+		}
+		g, ok := p.PickGID(0)
+		if !ok || g.Type != GIDRoCEv2 || !g.IPv4() || g.Index != 1 {
+			t.Errorf("%s PickGID(0) = %+v, want the RoCE v2 IPv4 GID at index 1", name, g)
+		}
+		if !d.Soft() || !d.Caps.MemoryWindowType2 || d.Caps.Timestamps || d.Caps.HWRateLimit {
+			t.Errorf("%s: Soft=%v caps=%+v; want rxe: soft, type 2 windows, no timestamps, no rate limiter", name, d.Soft(), d.Caps)
+		}
+		if d.Index < 0 {
+			t.Errorf("%s: netlink index %d, want >= 0 (RdmaLinkList)", name, d.Index)
+		}
+	}
+}
+
+func TestVMWriteImmAcrossPaths(t *testing.T) {
+	e := needVM(t)
+	p := newPair(t, e, pairOpts{qpsPerNIC: 2, size: 1 * units.MiB})
+	paths := p.conn.Paths()
+	if len(paths) != 2*len(e.sender) {
+		t.Fatalf("Paths() = %d paths, want %d", len(paths), 2*len(e.sender))
+	}
+	src := p.send.Bytes()
+	for i := range src {
+		src[i] = byte(i*7 + i>>9)
+	}
+	seg := p.send.Len() / units.Bytes(len(paths))
+	for i := range paths {
+		wr := []qp.SendWR{{ID: uint64(100 + i), Op: qp.OpWriteImm, Local: units.Bytes(i) * seg, Remote: units.Bytes(i) * seg, Len: seg, Imm: uint32(0xA000 + i)}}
+		if n, err := p.conn.PostSend(i, wr); n != 1 || err != nil {
+			t.Fatalf("PostSend(%d) = %d, %v", i, n, err)
+		}
+	}
+	sc := waitSend(t, p.conn, len(paths))
+	rc := waitRecv(t, p.recv, len(paths))
+	for _, c := range sc {
+		if c.Status != qp.StatusOK || c.Op != qp.OpWriteImm || c.Bytes != seg || c.ID != uint64(100+c.Path) || c.At == 0 {
+			t.Errorf("send completion %+v, want OK WRITE_WITH_IMM of %d bytes, ID 100+path, stamped", c, seg)
+		}
+	}
+	seen := map[uint32]int{}
+	for _, c := range rc {
+		if c.Status != qp.StatusOK || c.Op != qp.OpRecvImm || c.Bytes != seg {
+			t.Errorf("recv completion %+v, want OK RECV_RDMA_WITH_IMM of %d bytes", c, seg)
+		}
+		seen[c.Imm] = c.Path
+	}
+	for i := range paths {
+		if got, ok := seen[uint32(0xA000+i)]; !ok || got != i {
+			t.Errorf("imm %#x: path %d (present %v), want path %d", 0xA000+i, got, ok, i)
+		}
+	}
+	if !bytes.Equal(p.recv.Region(), src) {
+		t.Fatal("the receiver's region differs from the sent bytes")
+	}
+}
