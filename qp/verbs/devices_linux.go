@@ -220,4 +220,3 @@ func guidString(g uint64) string {
 	*(*uint64)(unsafe.Pointer(&b[0])) = g
 	return fmt.Sprintf("%02x%02x:%02x%02x:%02x%02x:%02x%02x", b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7])
 }
-

@@ -320,9 +320,9 @@ func (h *Host) Close() error {
 type Buffer struct {
 	h       *Host
 	mem     []byte
-	off     int64                 // pool offset; -1 for registered user memory
-	mrs     []*C.struct_ibv_mr    // per NIC: the MR covering mem
-	mrNodes []*node               // user memory: its own MRs
+	off     int64              // pool offset; -1 for registered user memory
+	mrs     []*C.struct_ibv_mr // per NIC: the MR covering mem
+	mrNodes []*node            // user memory: its own MRs
 	freed   atomic.Bool
 	cleanup runtime.Cleanup
 }
@@ -442,4 +442,3 @@ func (b *Buffer) Free() error {
 	}
 	return errors.Join(errs...)
 }
-
