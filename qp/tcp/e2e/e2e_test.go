@@ -43,6 +43,8 @@ type rigConfig struct {
 	listen string // listener address; default 127.0.0.1:0
 	dial   string // dial address; default the listener's
 	paths  []tcp.PathConfig
+	// dialFn, if set, computes paths once the listener exists.
+	dialFn func() []tcp.PathConfig
 	engine multipath.Config
 	// listenIn, if set, creates the listener (e.g. inside a network
 	// namespace).
@@ -68,6 +70,9 @@ func newRig(t testing.TB, rc rigConfig) *rig {
 	t.Cleanup(func() { r.ln.Close() })
 	if rc.dial == "" {
 		rc.dial = r.ln.Addr().String()
+	}
+	if rc.dialFn != nil {
+		rc.paths = rc.dialFn()
 	}
 	r.send = make([]byte, rc.size)
 	for i := range r.send {
