@@ -131,6 +131,15 @@
 // Wake). Close stops and waits for every goroutine. Steady-state post and
 // poll allocate nothing.
 //
+// As with RDMA, the receive region is written behind the application's
+// back: a range is stable once the WRITE WITH IMM that ends it has been
+// polled, unless the sender writes it again (the engine resends a chunk on
+// another path when a path stalls, so two paths may write the same, equal,
+// bytes). In race builds the receiver serialises its region writes and
+// models each frame as a happens-before edge from sender to receiver, so
+// that tests running both ends in one process are not reported for races
+// that cross the network (see race_on.go); normal builds do neither.
+//
 // # Capabilities
 //
 // CarriesData is true. Timestamps is false: completions carry At = 0 and
