@@ -35,7 +35,8 @@ type bulk struct {
 	buf     []qp.Completion
 	wr      [1]qp.SendWR
 	rr      int
-	loop    bool // start over when done (steady-state traffic)
+	loop    bool   // start over when done (steady-state traffic)
+	onDone  func() // called once when every byte is acknowledged
 }
 
 func newBulk(w *sim.World, c *simqp.Conn, size, seg units.Bytes, depth int) *bulk {
@@ -59,6 +60,9 @@ func (b *bulk) Step(now vtime.Time) vtime.Time {
 				b.done += c.Bytes
 				if b.done >= b.size && b.doneAt == 0 {
 					b.doneAt = sim.FromVTime(c.At)
+					if b.onDone != nil {
+						b.onDone()
+					}
 				}
 				continue
 			}
