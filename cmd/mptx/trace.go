@@ -53,7 +53,7 @@ bytes, share, throughput, chunk latency p50/p99 and finish time; imbalance
 		},
 	}
 	c.Flags().StringVar(&format, "format", "table", "output format: table, json or csv")
-	c.Flags().Float64Var(&opt.StragglerFactor, "straggler-factor", 2, "an attempt slower than this multiple of the median chunk latency is a straggler (>= 1)")
+	c.Flags().Float64Var(&opt.StragglerFactor, "straggler-factor", 2, "an attempt slower than this multiple of its path's median chunk latency is a straggler (>= 1)")
 	c.Flags().Float64Var(&opt.SlowFactor, "slow-factor", 0.75, "a path whose per-chunk rate is below this fraction of the median path's is the bottleneck (0 < f <= 1)")
 	return c
 }

@@ -19,8 +19,8 @@ import (
 // Options tune Analyze. The zero value uses the defaults.
 type Options struct {
 	// StragglerFactor: an acknowledged attempt whose latency exceeds this
-	// multiple of the transfer's median chunk latency is a straggler.
-	// Zero means 2.
+	// multiple of its path's median chunk latency is a straggler. Zero
+	// means 2.
 	StragglerFactor float64
 	// SlowFactor: a path whose per-chunk rate (PathStats.ChunkRate) is
 	// below this fraction of the median path's is called the bottleneck.
@@ -115,7 +115,7 @@ type Straggler struct {
 	Path    int           `json:"path"`
 	Attempt int           `json:"attempt"`
 	Latency time.Duration `json:"latency_ns"`
-	Factor  float64       `json:"factor"` // Latency over the median
+	Factor  float64       `json:"factor"` // Latency over its path's median
 }
 
 // Attempt is one chunk attempt span.
@@ -484,18 +484,22 @@ func (b *builder) finish(opt Options) *Transfer {
 		}
 	}
 
-	// Stragglers.
+	// Stragglers: slow relative to their own path's median, so that a
+	// slow path (reported as the bottleneck) does not make every one of
+	// its chunks a straggler.
 	t.Stragglers = []Straggler{}
-	if t.MedianLatency > 0 {
-		for _, a := range acked {
-			lat := a.End - a.Start
-			if f := float64(lat) / float64(t.MedianLatency); f > opt.StragglerFactor {
-				t.Stragglers = append(t.Stragglers, Straggler{Chunk: a.Chunk, Path: a.Path, Attempt: a.Try, Latency: lat, Factor: round3(f)})
-				pathOf(a.Path).Stragglers++
-			}
+	for _, a := range acked {
+		ps := paths[a.Path]
+		lat := a.End - a.Start
+		if ps.P50 <= 0 {
+			continue
 		}
-		slices.SortStableFunc(t.Stragglers, func(x, y Straggler) int { return cmp.Compare(y.Latency, x.Latency) })
+		if f := float64(lat) / float64(ps.P50); f > opt.StragglerFactor {
+			t.Stragglers = append(t.Stragglers, Straggler{Chunk: a.Chunk, Path: a.Path, Attempt: a.Try, Latency: lat, Factor: round3(f)})
+			ps.Stragglers++
+		}
 	}
+	slices.SortStableFunc(t.Stragglers, func(x, y Straggler) int { return cmp.Compare(y.Latency, x.Latency) })
 
 	// Critical chunk: the last acknowledgement.
 	var crit *rawAttempt
@@ -535,9 +539,9 @@ func (b *builder) why(c *Critical, crit *rawAttempt, paths map[int]*PathStats, m
 	if t.Bottleneck != nil && *t.Bottleneck == c.Path {
 		why = append(why, fmt.Sprintf("path %d is the bottleneck: chunks move at %s vs %s on the median path", c.Path, FormatRate(ps.ChunkRate), FormatRate(medianRate)))
 	}
-	if t.MedianLatency > 0 {
-		if f := float64(c.Latency) / float64(t.MedianLatency); f > opt.StragglerFactor {
-			why = append(why, fmt.Sprintf("straggler: latency %v is %.1f× the median %v", c.Latency, f, t.MedianLatency))
+	if ps.P50 > 0 {
+		if f := float64(c.Latency) / float64(ps.P50); f > opt.StragglerFactor {
+			why = append(why, fmt.Sprintf("straggler: latency %v is %.1f× path %d's median %v", c.Latency, f, c.Path, ps.P50))
 		}
 	}
 	if crit.ECN > 0 {

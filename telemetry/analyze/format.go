@@ -120,7 +120,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 				ew.printf("    why: %s\n", y)
 			}
 		}
-		ew.printf("  imbalance %.3f (max/mean path finish)  requeues %d  stragglers %d (latency > %g× median %v)",
+		ew.printf("  imbalance %.3f (max/mean path finish)  requeues %d  stragglers %d (latency > %g× its path's median)  median chunk latency %v",
 			t.Imbalance, t.Requeues, len(t.Stragglers), t.StragglerFactor, round(t.MedianLatency))
 		if t.Bottleneck != nil {
 			ew.printf("  bottleneck: path %d", *t.Bottleneck)
@@ -153,7 +153,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 				ew.printf("  … %d more stragglers (see --format json)\n", len(t.Stragglers)-i)
 				break
 			}
-			ew.printf("  straggler: chunk %d on path %d attempt %d, latency %v (%.1f× median)\n", s.Chunk, s.Path, s.Attempt, round(s.Latency), s.Factor)
+			ew.printf("  straggler: chunk %d on path %d attempt %d, latency %v (%.1f× its path's median)\n", s.Chunk, s.Path, s.Attempt, round(s.Latency), s.Factor)
 		}
 	}
 	return ew.err

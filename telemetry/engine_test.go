@@ -1,0 +1,304 @@
+package telemetry_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"mptx"
+	"mptx/multipath"
+	"mptx/qp/mem"
+	"mptx/telemetry"
+	"mptx/telemetry/analyze"
+	"mptx/units"
+	"mptx/vtime"
+)
+
+// engineRun is one transfer through the real engine (mptx.Sender over the
+// in-memory backend, virtual time) with a telemetry Recorder attached.
+type engineRun struct {
+	stats   []multipath.PathStats // the engine's own per-path counters
+	doneAt  vtime.Time
+	err     error
+	pathCfg []mem.PathConfig
+}
+
+// runEngine ships size bytes in chunks of chunkSize over paths, recording
+// into rec, and returns the engine's counters.
+func runEngine(t testing.TB, rec multipath.Recorder, paths []mem.PathConfig, size, chunkSize units.Bytes, cc string) engineRun {
+	t.Helper()
+	send := make([]byte, size)
+	for i := range send {
+		send[i] = byte(i * 7)
+	}
+	net, err := mem.New(mem.Config{Paths: paths, SendRegion: send, RecvRegion: make([]byte, size)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := engineRun{pathCfg: paths}
+	done := false
+	snd, err := mptx.NewSender(net.Conn(), mptx.SenderConfig{
+		Engine: multipath.Config{CC: cc, ChunkSize: chunkSize, Recorder: rec},
+		OnDone: func(_ multipath.TransferID, now vtime.Time, err error) { done, res.doneAt, res.err = true, now, err },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := snd.Submit(net.Now(), multipath.TransferSpec{ID: 42, Size: size}); err != nil {
+		t.Fatal(err)
+	}
+	next := snd.Step(net.Now())
+	for i := 0; !done; i++ {
+		at := vtime.Earliest(net.Next(), next)
+		if at == 0 || i > 10_000_000 {
+			t.Fatalf("engine stuck at %v", net.Now())
+		}
+		net.AdvanceTo(at)
+		next = snd.Step(net.Now())
+	}
+	for i := range paths {
+		res.stats = append(res.stats, snd.Engine().Stats(i))
+	}
+	return res
+}
+
+func memPathAttrs(n int) []telemetry.PathAttr {
+	p := make([]telemetry.PathAttr, n)
+	for i := range p {
+		p[i] = telemetry.PathAttr{Device: fmt.Sprintf("mem%d", i), QPN: uint32(0x10 + i)}
+	}
+	return p
+}
+
+// TestEngineSpansMatchCounters runs the real engine with the recorder and
+// checks the analysis of its spans against the engine's own counters,
+// including a path that dies mid-transfer.
+func TestEngineSpansMatchCounters(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		paths []mem.PathConfig
+	}{
+		{"rates", []mem.PathConfig{{Rate: 40 * units.Gbps, NIC: 0, CNPEvery: 4 * units.MiB}, {Rate: 20 * units.Gbps, NIC: 1}, {Rate: 10 * units.Gbps, NIC: 2}}},
+		{"path-dies", []mem.PathConfig{{Rate: 10 * units.Gbps, NIC: 0}, {Rate: 10 * units.Gbps, NIC: 1, FailAt: vtime.Epoch.Add(5 * time.Millisecond)}, {Rate: 10 * units.Gbps, NIC: 2}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sr := tracetest.NewSpanRecorder()
+			exp := tracetest.NewInMemoryExporter()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr), sdktrace.WithSyncer(exp))
+			rec, err := telemetry.NewRecorder(telemetry.Config{TracerProvider: tp, Wall: telemetry.FixedEpoch(time.Unix(1e9, 0)),
+				CC: "dcqcn", Backend: "mem", Paths: memPathAttrs(len(tc.paths))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := runEngine(t, rec, tc.paths, 48*units.MiB, units.MiB, "dcqcn")
+			rec.Close(run.doneAt)
+			if run.err != nil {
+				t.Fatalf("transfer failed: %v", run.err)
+			}
+			if d := rec.DroppedEvents(); d != 0 {
+				t.Fatalf("%d events dropped", d)
+			}
+			td, err := analyze.Parse(exportJSON(t, exp.GetSpans().Snapshots()), tc.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := analyze.Analyze(td, analyze.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkAgainstEngine(t, rep, run)
+		})
+	}
+}
+
+// checkAgainstEngine compares the analysed report with the engine's
+// counters: chunks and requeues per path always; bytes per path exactly
+// when nothing was requeued (the engine also counts late completions of
+// superseded attempts, which the spans record as requeued).
+func checkAgainstEngine(t *testing.T, rep *analyze.Report, run engineRun) {
+	t.Helper()
+	if len(rep.Transfers) != 1 {
+		t.Fatalf("transfers = %d, want 1", len(rep.Transfers))
+	}
+	tr := rep.Transfers[0]
+	if tr.Outcome != "done" || tr.ID != 42 {
+		t.Errorf("transfer %d outcome %q, want 42 done", tr.ID, tr.Outcome)
+	}
+	per := map[int]*analyze.PathStats{}
+	for _, p := range tr.PerPath {
+		per[p.Path] = p
+	}
+	var total units.Bytes
+	requeues := 0
+	for i, st := range run.stats {
+		p := per[i]
+		if p == nil {
+			p = &analyze.PathStats{}
+		}
+		total += p.Bytes
+		requeues += st.Requeues
+		if p.Chunks != st.Chunks {
+			t.Errorf("path %d: analysed chunks %d, engine counted %d", i, p.Chunks, st.Chunks)
+		}
+		if p.Requeues != st.Requeues {
+			t.Errorf("path %d: analysed requeues %d, engine counted %d", i, p.Requeues, st.Requeues)
+		}
+		if st.Requeues == 0 && p.Bytes != st.Bytes {
+			t.Errorf("path %d: analysed bytes %d, engine counted %d", i, p.Bytes, st.Bytes)
+		}
+		t.Logf("path %d: analysed %v in %d chunks (%.1f%%), engine %v in %d chunks, %d requeues", i, p.Bytes, p.Chunks, 100*p.Share, st.Bytes, st.Chunks, st.Requeues)
+	}
+	if total != tr.Bytes {
+		t.Errorf("analysed bytes over all paths %d, want the tensor's %d", total, tr.Bytes)
+	}
+	if tr.Requeues != requeues {
+		t.Errorf("analysed requeues %d, engine %d", tr.Requeues, requeues)
+	}
+}
+
+// exportJSON turns SDK span snapshots into OTLP JSON lines through the
+// file exporter, as a collector would store them.
+func exportJSON(t testing.TB, spans []sdktrace.ReadOnlySpan) []byte {
+	t.Helper()
+	f, err := os.CreateTemp(t.TempDir(), "spans-*.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp, err := telemetry.NewFileSpanExporter(context.Background(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.ExportSpans(context.Background(), spans); err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// tight is the cheapest driver: it completes every posted work request
+// one round later, so the benchmark measures the engine (and the
+// recorder) alone. It mirrors multipath's BenchmarkEngineChunk driver.
+type tight struct {
+	e      *multipath.Engine
+	now    vtime.Time
+	tick   time.Duration
+	acts   []multipath.Action
+	out    []uint64
+	next   []uint64
+	comp   multipath.Completion
+	chunks int
+}
+
+func newTight(tb testing.TB, cfg multipath.Config) *tight {
+	tb.Helper()
+	rate := 400 * units.Gbps
+	for i := 0; i < 8; i++ {
+		cfg.Paths = append(cfg.Paths, multipath.PathConfig{LineRate: rate, BaseRTT: 5 * time.Microsecond, NIC: i / 2})
+	}
+	e, err := multipath.New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	d := &tight{e: e, now: vtime.Epoch, acts: make([]multipath.Action, 256), out: make([]uint64, 0, 4096), next: make([]uint64, 0, 4096)}
+	d.tick = rate.TxTime(e.Segment())
+	if _, _, err := e.Submit(d.now, multipath.TransferSpec{ID: 1, Size: 1 << 40, ChunkSize: 4 * units.MiB}); err != nil {
+		tb.Fatal(err)
+	}
+	return d
+}
+
+func (d *tight) round() {
+	d.now = d.now.Add(d.tick)
+	for _, id := range d.out {
+		d.comp.WorkID, d.comp.OK = id, true
+		d.e.OnCompletion(d.now, &d.comp)
+	}
+	d.out, d.next = d.next[:0], d.out
+	if dl := d.e.Deadline(); dl != 0 && dl <= d.now {
+		d.e.OnTimer(d.now)
+	}
+	for {
+		n := d.e.Actions(d.now, d.acts)
+		for i := range d.acts[:n] {
+			a := &d.acts[i]
+			if a.Kind == multipath.ActPost {
+				d.out = append(d.out, a.WorkID)
+				if a.HasImm {
+					d.chunks++
+				}
+			}
+		}
+		if n < len(d.acts) {
+			break
+		}
+	}
+}
+
+// BenchmarkEngineTracing is the engine benchmark (8 paths at 400 Gbps,
+// 4 MiB chunks, DCQCN) with telemetry off (nil Recorder), with the
+// Recorder's metrics only, and with tracing on (spans through a batch
+// processor to a discarding exporter, metrics on). ns/chunk is the figure
+// to compare; dropped/chunk shows whether the span builder kept up.
+func BenchmarkEngineTracing(b *testing.B) {
+	for _, mode := range []string{"off", "metrics", "tracing"} {
+		b.Run(mode, func(b *testing.B) {
+			cfg := multipath.Config{CC: "dcqcn"}
+			var rec *telemetry.Recorder
+			var tp *sdktrace.TracerProvider
+			if mode != "off" {
+				tcfg := telemetry.Config{Wall: telemetry.FixedEpoch(time.Unix(1e9, 0)), Paths: memPathAttrs(8), CC: "dcqcn",
+					MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))}
+				if mode == "tracing" {
+					tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+					tcfg.TracerProvider = tp
+				}
+				var err error
+				if rec, err = telemetry.NewRecorder(tcfg); err != nil {
+					b.Fatal(err)
+				}
+				cfg.Recorder = rec
+			}
+			d := newTight(b, cfg)
+			for i := 0; i < 1000; i++ {
+				d.round()
+			}
+			if rec != nil {
+				rec.Flush()
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			c0 := d.chunks
+			start := time.Now()
+			for i := 0; i < b.N; i++ {
+				d.round()
+			}
+			el := time.Since(start)
+			b.StopTimer()
+			n := d.chunks - c0
+			if n > 0 {
+				b.ReportMetric(float64(el.Nanoseconds())/float64(n), "ns/chunk")
+			}
+			if rec != nil {
+				rec.Close(d.now)
+				if n > 0 {
+					b.ReportMetric(float64(rec.DroppedEvents())/float64(n), "dropped/chunk")
+				}
+			}
+			if tp != nil {
+				_ = tp.Shutdown(context.Background())
+			}
+		})
+	}
+}
