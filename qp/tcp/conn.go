@@ -258,14 +258,17 @@ func Dial(ctx context.Context, addr string, cfg DialConfig) (*Conn, error) {
 		}
 		region, rqpn[i] = r, q
 	}
+	ended := false
 	for _, stop := range stops {
 		if !stop() {
-			// ctx ended: its deadline may already be set on a socket.
-			stops = nil
-			return fail(fmt.Errorf("tcp: dial %s: %w", addr, ctx.Err()))
+			// ctx ended: its past deadline may be set on a socket.
+			ended = true
 		}
 	}
 	stops = nil
+	if ended {
+		return fail(fmt.Errorf("tcp: dial %s: %w", addr, ctx.Err()))
+	}
 	c := &Conn{
 		id: id, region: cfg.SendRegion, regionSize: units.Bytes(region), maxWR: cfg.MaxSendWR,
 		infos: make([]qp.PathInfo, n), paths: make([]*sendPath, n),
