@@ -143,11 +143,11 @@ const MaxRuns = 100000
 
 // topoFields lists, per kind, the topology fields it takes besides kind.
 var topoFields = map[string][]string{
-	TopoStar:      {"hosts", "host_rate", "link_delay", "loss"},
-	TopoDumbbell:  {"hosts", "host_rate", "fabric_rate", "link_delay", "loss"},
-	TopoLeafSpine: {"leaves", "spines", "hosts_per_leaf", "host_rate", "fabric_rate", "link_delay", "loss"},
-	TopoFatTree:   {"k", "host_rate", "fabric_rate", "link_delay", "loss"},
-	TopoMultiRail: {"hosts", "rails", "hosts_per_leaf", "spines", "host_rate", "fabric_rate", "link_delay", "loss"},
+	TopoStar:      {"hosts", "host_rate", "link_delay", "loss", "host_overrides"},
+	TopoDumbbell:  {"hosts", "host_rate", "fabric_rate", "link_delay", "loss", "host_overrides"},
+	TopoLeafSpine: {"leaves", "spines", "hosts_per_leaf", "host_rate", "fabric_rate", "link_delay", "loss", "host_overrides"},
+	TopoFatTree:   {"k", "host_rate", "fabric_rate", "link_delay", "loss", "host_overrides"},
+	TopoMultiRail: {"hosts", "rails", "hosts_per_leaf", "spines", "host_rate", "fabric_rate", "link_delay", "loss", "host_overrides"},
 	TopoNS3:       {"file"},
 }
 
@@ -268,7 +268,28 @@ func (v *validator) topology() error {
 			return v.fail("topology.link_delay", t.LinkDelay.String(), "want a delay in [0, 1s]")
 		}
 	}
+	for i := range t.HostOverrides {
+		o := &t.HostOverrides[i]
+		f := fmt.Sprintf("topology.host_overrides[%d]", i)
+		if o.Hosts.IsZero() {
+			return v.fail(f+".hosts", "", "required: the hosts whose links change")
+		}
+		if o.Rate < units.Gbps || o.Rate > 1600*units.Gbps {
+			return v.fail(f+".rate", o.Rate.String(), "want a rate in [1Gbps, 1600Gbps]")
+		}
+	}
 	v.g = t.Graph()
+	for i := range t.HostOverrides {
+		o := &t.HostOverrides[i]
+		if o.Hosts.All {
+			o.Hosts = HostSet{IDs: slices.Clone(v.g.Hosts)}
+		}
+		for _, id := range o.Hosts.IDs {
+			if !v.g.IsHost(id) {
+				return v.fail(fmt.Sprintf("topology.host_overrides[%d].hosts", i), strconv.Itoa(id), fmt.Sprintf("no such host (hosts are %s)", HostSet{IDs: v.g.Hosts}))
+			}
+		}
+	}
 	for i, h := range v.g.Hosts {
 		for _, o := range v.g.Hosts[i+1:] {
 			if _, ok := v.g.Path(h, o, 4096); !ok {

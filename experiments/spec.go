@@ -75,11 +75,20 @@ type Topology struct {
 	// Loss is the probability a frame is lost at random on every link, in
 	// each direction (PFC frames never are); default 0.
 	Loss float64 `yaml:"loss" json:"loss,omitempty"`
+	// HostOverrides give some hosts' NIC links another rate, e.g. a slow
+	// receiver whose NIC drains at 10Gbps.
+	HostOverrides []HostOverride `yaml:"host_overrides" json:"host_overrides,omitempty"`
 	// File is the ns-3 topology.txt for kind ns3, relative to the spec.
 	File string `yaml:"file" json:"-"`
 
 	// NS3 is the parsed File (kind ns3 only).
 	NS3 *NS3Topology `yaml:"-" json:"ns3,omitempty"`
+}
+
+// HostOverride sets the rate of the NIC links of Hosts.
+type HostOverride struct {
+	Hosts HostSet `yaml:"hosts" json:"hosts"`
+	Rate  Rate    `yaml:"rate" json:"rate"`
 }
 
 // SwitchConfig is every switch's buffer, PFC and ECN configuration.

@@ -30,6 +30,7 @@ type Graph struct {
 
 	byName map[string]int
 	adj    [][]int // node → link indices
+	loss   float64 // loss of links being added
 }
 
 // GraphNode is a host or a switch.
@@ -47,11 +48,12 @@ type GraphLink struct {
 	Rate  units.BitRate
 	Delay time.Duration
 	NIC   int
+	Loss  float64 // random frame loss probability per direction
 }
 
 // Graph builds the topology's graph. The topology must have been validated.
 func (t *Topology) Graph() *Graph {
-	g := &Graph{byName: map[string]int{}, NICs: 1}
+	g := &Graph{byName: map[string]int{}, NICs: 1, loss: t.Loss}
 	hostRate, fabRate, delay := t.HostRate, t.FabricRate, t.LinkDelay.D()
 	host := func(id, group int) int {
 		return g.add(GraphNode{Name: "h" + strconv.Itoa(id), Host: id, Group: group})
@@ -166,6 +168,7 @@ func (t *Topology) Graph() *Graph {
 				n = nic[k.Dst]
 				nic[k.Dst]++
 			}
+			g.loss = k.ErrorRate
 			g.link(k.Src, k.Dst, k.Rate, k.Delay, n)
 		}
 		// A host's group is the switch it hangs off (cross_leaf).
@@ -182,6 +185,15 @@ func (t *Topology) Graph() *Graph {
 		}
 	default:
 		panic("experiments: BUG: Graph of unvalidated topology kind " + t.Kind)
+	}
+	for _, o := range t.HostOverrides {
+		for _, id := range o.Hosts.IDs {
+			if id < len(g.HostNode) && g.HostNode[id] >= 0 {
+				for _, li := range g.adj[g.HostNode[id]] {
+					g.Links[li].Rate = o.Rate
+				}
+			}
+		}
 	}
 	return g
 }
@@ -202,7 +214,7 @@ func (g *Graph) add(n GraphNode) int {
 }
 
 func (g *Graph) link(a, b int, r units.BitRate, d time.Duration, nic int) {
-	g.Links = append(g.Links, GraphLink{A: a, B: b, Rate: r, Delay: d, NIC: nic})
+	g.Links = append(g.Links, GraphLink{A: a, B: b, Rate: r, Delay: d, NIC: nic, Loss: g.loss})
 	g.adj[a] = append(g.adj[a], len(g.Links)-1)
 	g.adj[b] = append(g.adj[b], len(g.Links)-1)
 }

@@ -1,0 +1,608 @@
+package experiments
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"mptx"
+	"mptx/cc"
+	"mptx/multipath"
+	"mptx/sim"
+	"mptx/sim/simqp"
+	"mptx/units"
+	"mptx/vtime"
+)
+
+// SimRun is the RunFunc that executes a run in the packet-level simulator
+// with the real driver: it builds the spec's fabric in a sim.World seeded
+// with the run's seed, opens one mptx connection (Sender, Receiver and
+// their simqp queue pairs) per (source, destination, class) of the run's
+// flows, submits each flow as a transfer at its start time, and records
+// completions, switch and NIC counters and sampled time series.
+//
+// The policy maps onto the stack as follows: cc names the engine's
+// software congestion control; nic-dcqcn runs the NIC's DCQCN reaction
+// point with the software CC fixed at an unlimited window and rate; none
+// runs neither. paths is the QPs per tensor connection (background flows
+// use one), chunk the engine's chunk size, pacing the engine's token
+// buckets and path_policy its path selection. hpcc turns on switch INT.
+//
+// A flow's completion time runs from its start to the sender's last
+// acknowledgement (as HPCC ns-3's fct.txt). Its ideal is the same flow
+// alone on an empty path: base RTT plus its wire bytes (payload, 62 B of
+// RoCEv2 headers and 20 B of preamble and gap per packet) at the path's
+// bottleneck rate.
+func SimRun(ctx context.Context, run Run) (*Result, error) {
+	r, err := newSimRun(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	return r.execute()
+}
+
+// wireOverhead is the bytes each data packet adds on the wire.
+const wireOverhead = sim.DataHeaders + sim.WireOverhead
+
+type simRun struct {
+	ctx    context.Context
+	run    Run
+	spec   *Spec
+	g      *Graph
+	w      *sim.World
+	net    *sim.Network
+	hosts  []*sim.Host  // by host id
+	cables []*sim.Cable // by graph link index
+	tr     *Traffic
+
+	conns  []*simConn
+	connOf map[connKey]*simConn
+	flows  []FlowResult
+	startV []vtime.Time // when each flow was started (0: not yet)
+	left   int          // flows not finished
+
+	trigSeen  []int   // signals received per trigger
+	trigFlows [][]int // flows each trigger starts
+	kick      kickEvent
+	kicks     []int // flows to start at the current instant
+
+	samp *sampler
+}
+
+type connKey struct {
+	src, dst int
+	bg       bool
+}
+
+type simConn struct {
+	key   connKey
+	conn  *simqp.Conn
+	snd   *mptx.Sender
+	rcv   *mptx.Receiver
+	sd    *simqp.Driver
+	queue []int // flows waiting for a transfer slot
+	live  int
+}
+
+// kickEvent starts the flows queued in simRun.kicks, outside any driver
+// callback.
+type kickEvent struct{ r *simRun }
+
+func (e *kickEvent) Fire(sim.Time) {
+	r := e.r
+	ks := r.kicks
+	r.kicks = nil
+	for _, i := range ks {
+		r.start(i)
+	}
+}
+
+// flowStart starts one flow at its start time.
+type flowStart struct {
+	r *simRun
+	i int
+}
+
+func (e *flowStart) Fire(sim.Time) { e.r.start(e.i) }
+
+// failureEvent applies a failure at its time.
+type failureEvent struct {
+	r *simRun
+	f Failure
+}
+
+func (e *failureEvent) Fire(now sim.Time) { e.r.fail(e.f, now) }
+
+func newSimRun(ctx context.Context, run Run) (*simRun, error) {
+	s := run.Spec
+	r := &simRun{ctx: ctx, run: run, spec: s, g: s.Topology.Graph(), connOf: map[connKey]*simConn{}}
+	r.kick.r = r
+	var err error
+	if r.tr, err = Generate(s, r.g, run.Seed); err != nil {
+		return nil, err
+	}
+	r.w = sim.NewWorld(uint64(run.Seed)*0x9e3779b97f4a7c15 + 1)
+	if err := r.buildFabric(); err != nil {
+		return nil, fmt.Errorf("building the fabric: %w", err)
+	}
+	if err := r.openConns(); err != nil {
+		return nil, fmt.Errorf("opening connections: %w", err)
+	}
+	r.flows = make([]FlowResult, len(r.tr.Flows))
+	r.startV = make([]vtime.Time, len(r.tr.Flows))
+	r.trigSeen = make([]int, len(r.tr.Triggers))
+	r.trigFlows = make([][]int, len(r.tr.Triggers))
+	mtu := s.NIC.MTU
+	paths := map[[2]int]PathInfo{}
+	for i, f := range r.tr.Flows {
+		p, ok := paths[[2]int{f.Src, f.Dst}]
+		if !ok {
+			p, _ = r.g.Path(f.Src, f.Dst, mtu+wireOverhead)
+			paths[[2]int{f.Src, f.Dst}] = p
+		}
+		ideal := time.Duration(0)
+		if p.Bottleneck > 0 {
+			pkts := (f.Size-1)/mtu + 1
+			ideal = p.BaseRTT + p.Bottleneck.TxTime(f.Size+pkts*wireOverhead)
+		}
+		r.flows[i] = FlowResult{ID: f.ID, Src: f.Src, Dst: f.Dst, Size: int64(f.Size), Class: f.Class,
+			StartNs: int64(f.Start), IdealNs: int64(ideal), PG: f.PG, DPort: f.DPort}
+		if f.Trigger != 0 {
+			r.trigFlows[f.Trigger-1] = append(r.trigFlows[f.Trigger-1], i)
+		} else {
+			r.w.At(sim.Start+sim.FromDuration(f.Start), &flowStart{r: r, i: i})
+		}
+	}
+	r.left = len(r.tr.Flows)
+	for _, f := range r.tr.Failures {
+		r.w.At(sim.Start+sim.FromDuration(f.At), &failureEvent{r: r, f: f})
+	}
+	r.samp = newSampler(r)
+	return r, nil
+}
+
+// buildFabric turns the spec's Graph into a sim.Network.
+func (r *simRun) buildFabric() error {
+	s := r.spec
+	sw := sim.SwitchConfig{Buffer: s.Switch.Buffer, Lossy: !*s.Switch.PFC.Enabled, INT: r.run.Policy.CC == "hpcc"}
+	p := s.Switch.PFC
+	if p.XOFF > 0 {
+		sw.PFC.XOff, sw.PFC.XOn = p.XOFF, p.XOFF-p.Hysteresis
+	} else {
+		sw.PFC.Alpha = p.Alpha
+	}
+	sw.PFC.ResumeOffset, sw.PFC.Headroom = p.Hysteresis, p.Headroom
+	nic := sim.NICConfig{
+		MTU: s.NIC.MTU, AckEvery: s.NIC.AckEvery, CNPInterval: sim.FromDuration(s.NIC.CNPInterval.D()),
+		NAKInterval: sim.FromDuration(s.NIC.NAKInterval.D()), AckTimeout: s.NIC.AckTimeout,
+		RetryCount: *s.NIC.RetryCount, MaxSendWR: s.NIC.SendQueue,
+	}
+	if nic.RetryCount == 0 {
+		nic.RetryCount = -1 // sim: -1 is "no retries", 0 the default
+	}
+	if nic.CNPInterval == 0 {
+		nic.CNPInterval = sim.Picosecond // spec 0: a CNP for every marked packet
+	}
+	if nic.NAKInterval == 0 {
+		nic.NAKInterval = sim.Picosecond
+	}
+	if r.run.Policy.CC == CCNICDCQCN {
+		params := cc.Params(s.NIC.DCQCN)
+		nic.RateControl = func(path cc.PathInfo) (cc.Algorithm, error) { return cc.New("dcqcn", params, path) }
+	}
+	net := sim.NewNetwork(r.w)
+	nodes := make([]sim.Node, len(r.g.Nodes))
+	r.hosts = make([]*sim.Host, len(r.g.HostNode))
+	nics := make([]int, len(r.g.Nodes))
+	for _, l := range r.g.Links {
+		for _, n := range []int{l.A, l.B} {
+			if !r.g.Nodes[n].Switch {
+				nics[n] = max(nics[n], l.NIC+1)
+			}
+		}
+	}
+	for i, n := range r.g.Nodes {
+		if n.Switch {
+			x, err := net.AddSwitch(n.Name, sw)
+			if err != nil {
+				return err
+			}
+			nodes[i] = x
+			continue
+		}
+		h, err := net.AddHost(n.Name, nics[i], nic)
+		if err != nil {
+			return err
+		}
+		r.hosts[n.Host] = h
+	}
+	end := func(n, nicIdx int) sim.Node {
+		if r.g.Nodes[n].Switch {
+			return nodes[n]
+		}
+		return r.hosts[r.g.Nodes[n].Host].NIC(nicIdx)
+	}
+	r.cables = make([]*sim.Cable, len(r.g.Links))
+	for i, l := range r.g.Links {
+		c, err := net.Link(end(l.A, l.NIC), end(l.B, l.NIC), sim.LinkConfig{Rate: l.Rate, Delay: sim.FromDuration(l.Delay), Loss: l.Loss})
+		if err != nil {
+			return err
+		}
+		r.cables[i] = c
+	}
+	wd := s.Switch.PFC.Watchdog
+	if err := net.SetWatchdog(sim.WatchdogConfig{Threshold: sim.FromDuration(wd.Threshold.D()), Recover: wd.Recover, Restore: sim.FromDuration(wd.Restore.D())}); err != nil {
+		return err
+	}
+	if err := net.Build(); err != nil {
+		return err
+	}
+	if e := s.Switch.ECN; *e.Enabled {
+		for _, x := range net.Switches {
+			for _, port := range x.Ports() {
+				cfg := &sim.ECNConfig{Kmin: e.KMin, Kmax: e.KMax, Pmax: e.PMax}
+				if e.KMin == 0 {
+					cfg = sim.ECNForRate(port.Rate())
+					cfg.Pmax = e.PMax
+				}
+				if err := port.SetECN(cfg); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	r.net = net
+	return nil
+}
+
+// openConns creates one connection per (src, dst, class), in flow order.
+func (r *simRun) openConns() error {
+	pol := r.run.Policy
+	for _, f := range r.tr.Flows {
+		k := connKey{f.Src, f.Dst, f.Class == ClassBackground}
+		if r.connOf[k] != nil {
+			continue
+		}
+		paths := pol.Paths
+		if k.bg {
+			paths = 1
+		}
+		conn, recv, err := simqp.Connect(r.net, r.hosts[f.Src], r.hosts[f.Dst], simqp.Options{QPs: paths})
+		if err != nil {
+			return err
+		}
+		policy, err := multipath.ParsePolicy(pol.PathPolicy)
+		if err != nil {
+			return err
+		}
+		eng := multipath.Config{
+			CC: pol.CC, CCParams: cc.Params(pol.Params), Policy: policy, ChunkSize: pol.Chunk,
+			Pacing: multipath.PacingConfig{Disabled: !pol.Pacing},
+			Seed:   uint64(r.run.Seed)<<20 + uint64(len(r.conns)),
+		}
+		if pol.CC == CCNICDCQCN || pol.CC == CCNone {
+			eng.CC, eng.CCParams = "fixed", cc.Params{"window": "unlimited", "rate": "unlimited"}
+		}
+		c := &simConn{key: k, conn: conn}
+		c.snd, err = mptx.NewSender(conn, mptx.SenderConfig{Engine: eng, OnDone: r.onDone})
+		if err != nil {
+			return err
+		}
+		if c.rcv, err = mptx.NewReceiver(recv, mptx.ReceiverConfig{}); err != nil {
+			return err
+		}
+		c.sd = simqp.Drive(r.w, c.snd)
+		conn.SetNotify(c.sd.Notify)
+		rd := simqp.Drive(r.w, c.rcv)
+		recv.SetNotify(rd.Notify)
+		r.connOf[k] = c
+		r.conns = append(r.conns, c)
+	}
+	return nil
+}
+
+func (r *simRun) conn(i int) *simConn {
+	f := &r.tr.Flows[i]
+	return r.connOf[connKey{f.Src, f.Dst, f.Class == ClassBackground}]
+}
+
+// start submits flow i (or queues it if its connection has no free slot).
+func (r *simRun) start(i int) {
+	now := r.w.Now().VTime()
+	if r.startV[i] == 0 {
+		r.startV[i] = now
+		r.flows[i].StartNs = int64(now - sim.Start.VTime())
+	}
+	f := &r.tr.Flows[i]
+	c := r.conn(i)
+	slot, plan, err := c.snd.Submit(now, multipath.TransferSpec{ID: multipath.TransferID(f.ID), Size: f.Size, ChunkSize: r.run.Policy.Chunk})
+	if errors.Is(err, multipath.ErrTooManyTransfers) {
+		c.queue = append(c.queue, i)
+		return
+	}
+	if err != nil {
+		r.finish(i, now, err)
+		return
+	}
+	if err := c.rcv.Expect(slot, multipath.TransferID(f.ID), plan, 0); err != nil {
+		// The receiver may not have polled the slot's previous transfer's
+		// last chunk yet: let it, then try again.
+		c.rcv.Step(now)
+		if err := c.rcv.Expect(slot, multipath.TransferID(f.ID), plan, 0); err != nil {
+			panic("experiments: BUG: receiver slot still busy: " + err.Error())
+		}
+	}
+	c.live++
+	c.sd.Notify()
+}
+
+// onDone is every Sender's completion callback.
+func (r *simRun) onDone(id multipath.TransferID, now vtime.Time, err error) {
+	i := int(id) - 1
+	c := r.conn(i)
+	c.live--
+	r.finish(i, now, err)
+	if len(c.queue) > 0 {
+		r.later(c.queue[0])
+		c.queue = c.queue[1:]
+	}
+}
+
+// later starts flow i at the current instant from a fresh event.
+func (r *simRun) later(i int) {
+	if len(r.kicks) == 0 {
+		r.w.At(r.w.Now(), &r.kick)
+	}
+	r.kicks = append(r.kicks, i)
+}
+
+func (r *simRun) finish(i int, now vtime.Time, err error) {
+	fr := &r.flows[i]
+	if err == nil {
+		fr.Done = true
+		fr.FCTNs = int64(now - r.startV[i])
+		for _, t := range r.tr.Flows[i].Signals {
+			if r.trigSeen[t-1]++; r.trigSeen[t-1] == r.tr.Triggers[t-1].Count {
+				for _, j := range r.trigFlows[t-1] {
+					r.later(j)
+				}
+			}
+		}
+	}
+	if r.left--; r.left == 0 {
+		r.w.Stop()
+	}
+}
+
+// fail applies a failure event.
+func (r *simRun) fail(f Failure, now sim.Time) {
+	set := func(c *sim.Cable) {
+		if f.Up {
+			c.SetUp(now)
+		} else {
+			c.SetDown(now)
+		}
+	}
+	kind, rest, _ := strings.Cut(f.Target, ":")
+	switch kind {
+	case "link":
+		a, b, _ := r.g.SplitLink(rest)
+		li, _ := r.g.FindLink(a, b)
+		set(r.cables[li])
+	case "nic":
+		host, port := rest, -1
+		if h, p, ok := strings.Cut(rest, "."); ok {
+			host = h
+			port, _ = strconv.Atoi(p)
+		}
+		n, _ := r.g.Node(host)
+		for li, l := range r.g.Links {
+			if (l.A == n || l.B == n) && (port < 0 || l.NIC == port) {
+				set(r.cables[li])
+			}
+		}
+	}
+}
+
+// execute runs the world until every flow finished, the stop time, the
+// event cap or cancellation, then collects the result.
+func (r *simRun) execute() (*Result, error) {
+	stop := sim.Start + sim.FromDuration(r.spec.Stop.Time.D())
+	slice := max(sim.FromDuration(r.spec.Stop.Time.D())/1000, 10*sim.Microsecond)
+	for r.left > 0 && r.w.Now() < stop {
+		more := r.w.RunUntil(min(r.w.Now()+slice, stop))
+		if err := r.ctx.Err(); err != nil {
+			return nil, err
+		}
+		if m := r.spec.Stop.MaxEvents; m > 0 && int64(r.w.Events()) > m {
+			break
+		}
+		if !more && r.left > 0 && r.w.Pending() == 0 {
+			break // nothing left to happen: the rest can never finish
+		}
+	}
+	return r.collect(), nil
+}
+
+func (r *simRun) collect() *Result {
+	row := NewRow(r.run)
+	row.Summarise(r.flows)
+	var ports []*sim.Port
+	for _, s := range r.net.Switches {
+		ports = append(ports, s.Ports()...)
+	}
+	for _, n := range r.net.NICs {
+		ports = append(ports, n.Port())
+	}
+	var paused sim.Time
+	for _, p := range ports {
+		c := p.Counters()
+		row.PFCPauses += c.PauseSent
+		paused += c.PausedTime
+		row.ECNMarks += c.ECNMarks
+		row.Drops += c.Drops + c.LinkDrops + c.LossDrops + c.WatchdogDrops
+		if p.Switch() != nil {
+			row.MaxQueueBytes = max(row.MaxQueueBytes, int64(c.QueueMax))
+		}
+	}
+	row.PFCPausedUs = float64(paused) / float64(sim.Microsecond)
+	for _, c := range r.conns {
+		for i, q := range c.conn.QPs() {
+			sc, rc := q.Counters(), c.conn.PeerQPs()[i].Counters()
+			row.CNPs += rc.CNPsSent
+			row.RetxBytes += max(int64(sc.TxBytes)-int64(rc.RxBytes), 0)
+		}
+	}
+	row.SimTimeUs = float64(r.w.Now()-sim.Start) / float64(sim.Microsecond)
+	row.Events = r.w.Events()
+	return &Result{Row: row, Description: r.spec.Description, Flows: r.flows, Series: r.samp.series()}
+}
+
+// sampler records the run's time series every sample.interval.
+type sampler struct {
+	r        *simRun
+	interval sim.Time
+	t        []float64
+
+	// throughput: up to maxTraces paths of the first connections
+	tp     []pathRef
+	tpLast []units.Bytes
+	tpV    [][]float64
+
+	// window and rate: the paths of the first tensor connection
+	cc       *simConn
+	win, rat [][]float64
+
+	// queues: every switch port
+	ports []*sim.Port
+	qV    [][]float64
+}
+
+type pathRef struct {
+	c    *simConn
+	path int
+}
+
+func newSampler(r *simRun) *sampler {
+	sa := r.spec.Sample
+	s := &sampler{r: r, interval: sim.FromDuration(sa.Interval.D())}
+	if *sa.Paths {
+		for _, c := range r.conns {
+			for p := 0; p < c.snd.Engine().NumPaths() && len(s.tp) < maxTraces; p++ {
+				s.tp = append(s.tp, pathRef{c, p})
+			}
+		}
+		s.tpLast = make([]units.Bytes, len(s.tp))
+		s.tpV = make([][]float64, len(s.tp))
+	}
+	if *sa.CC {
+		for _, c := range r.conns {
+			if !c.key.bg {
+				s.cc = c
+				n := c.snd.Engine().NumPaths()
+				s.win, s.rat = make([][]float64, n), make([][]float64, n)
+				break
+			}
+		}
+	}
+	if *sa.Queues && sa.TopQueues > 0 {
+		for _, x := range r.net.Switches {
+			s.ports = append(s.ports, x.Ports()...)
+		}
+		s.qV = make([][]float64, len(s.ports))
+	}
+	if len(s.tp) > 0 || s.cc != nil || len(s.ports) > 0 {
+		sim.NewSampler(r.w, s.interval, s.sample)
+	}
+	return s
+}
+
+func (s *sampler) sample(now sim.Time) {
+	s.t = append(s.t, float64(now-sim.Start)/float64(sim.Microsecond))
+	secs := float64(s.interval) / float64(sim.Second)
+	for i, pr := range s.tp {
+		b := pr.c.snd.Engine().Stats(pr.path).Bytes
+		s.tpV[i] = append(s.tpV[i], float64(b-s.tpLast[i])*8/secs/1e9)
+		s.tpLast[i] = b
+	}
+	if s.cc != nil {
+		nicCC := s.r.run.Policy.CC == CCNICDCQCN
+		for p := range s.win {
+			st := s.cc.snd.Engine().Stats(p)
+			rate := st.Rate
+			if nicCC {
+				if a := s.cc.conn.QPs()[p].CC(); a != nil {
+					rate = a.Rate()
+				}
+			}
+			s.win[p] = append(s.win[p], finite(float64(st.Window), float64(units.MaxBytes)))
+			s.rat[p] = append(s.rat[p], finite(float64(rate), float64(units.Unlimited))/1e9)
+		}
+	}
+	for i, p := range s.ports {
+		s.qV[i] = append(s.qV[i], float64(p.Queue()))
+	}
+}
+
+// finite maps the "unlimited" sentinel to NaN, which plots skip.
+func finite(v, unlimited float64) float64 {
+	if v >= unlimited {
+		return math.NaN()
+	}
+	return v
+}
+
+func (s *sampler) series() *Series {
+	if len(s.t) == 0 {
+		return nil
+	}
+	out := &Series{IntervalUs: float64(s.interval) / float64(sim.Microsecond)}
+	for i, pr := range s.tp {
+		out.Throughput = append(out.Throughput, Trace{Name: fmt.Sprintf("h%d→h%d qp%d", pr.c.key.src, pr.c.key.dst, pr.path), T: s.t, V: s.tpV[i]})
+	}
+	if s.cc != nil {
+		for p := range s.win {
+			name := fmt.Sprintf("h%d→h%d qp%d", s.cc.key.src, s.cc.key.dst, p)
+			out.Window = append(out.Window, Trace{Name: name, T: s.t, V: s.win[p]})
+			out.Rate = append(out.Rate, Trace{Name: name, T: s.t, V: s.rat[p]})
+		}
+	}
+	// The deepest queues, by their peak (ties: port order).
+	idx := make([]int, len(s.ports))
+	peak := make([]float64, len(s.ports))
+	for i := range idx {
+		idx[i] = i
+		peak[i] = slices.Max(s.qV[i])
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return peak[idx[a]] > peak[idx[b]] })
+	for _, i := range idx[:min(len(idx), s.r.spec.Sample.TopQueues)] {
+		if peak[i] == 0 {
+			break
+		}
+		out.Queues = append(out.Queues, Trace{Name: portLabel(s.ports[i]), T: s.t, V: s.qV[i]})
+	}
+	return out
+}
+
+// portLabel names a port by its two ends ("leaf0→spine1").
+func portLabel(p *sim.Port) string {
+	owner := func(p *sim.Port) string {
+		if p.Switch() != nil {
+			return p.Switch().Name()
+		}
+		if p.NIC() != nil {
+			return p.NIC().Host().Name()
+		}
+		return p.Name()
+	}
+	if p.Remote() == nil {
+		return owner(p)
+	}
+	return owner(p) + "→" + owner(p.Remote())
+}
