@@ -32,13 +32,11 @@ const (
 // Linux's IOV_MAX is 1024).
 const maxBatch = 256
 
-// Notifier is implemented by Conn and Receiver. Notify returns a channel
-// that receives a value (it holds at most one) whenever completions may be
-// ready to poll; pass it as mptx.LoopConfig.Wake. The channel is never
-// closed.
-type Notifier interface {
-	Notify() <-chan struct{}
-}
+// Notifier is qp.Notifier, implemented by Conn and Receiver. Notify
+// returns a channel that receives a value (it holds at most one) whenever
+// completions may be ready to poll; pass it as mptx.LoopConfig.Wake. The
+// channel is never closed.
+type Notifier = qp.Notifier
 
 // PathConfig configures one path of a Conn.
 type PathConfig struct {
