@@ -1,5 +1,6 @@
 # mptx — build, test and benchmark.
 #
+#   make run       build and run the default experiment suite in the simulator
 #   make deps      install the Debian packages the tests need (root; idempotent)
 #   make build     build bin/mptx
 #   make test      go vet + race tests of every package (the CI command)
@@ -14,7 +15,7 @@ PKGS    ?= ./...
 BENCH   ?= .
 COUNT   ?= 6
 
-.PHONY: all deps build test bench lint cover rxe-test clean
+.PHONY: all run deps build test bench lint cover rxe-test clean
 
 all: build
 
@@ -23,6 +24,9 @@ deps:
 
 build:
 	$(GO) build -o bin/mptx ./cmd/mptx
+
+run: build
+	./bin/mptx demo
 
 test: deps
 	$(GO) vet $(PKGS)
