@@ -564,13 +564,17 @@ func (s *sampler) series() *Series {
 	}
 	out := &Series{IntervalUs: float64(s.interval) / float64(sim.Microsecond)}
 	for i, pr := range s.tp {
-		out.Throughput = append(out.Throughput, Trace{Name: fmt.Sprintf("h%d→h%d qp%d", pr.c.key.src, pr.c.key.dst, pr.path), T: s.t, V: s.tpV[i]})
+		out.Throughput = append(out.Throughput, trace(fmt.Sprintf("h%d→h%d qp%d", pr.c.key.src, pr.c.key.dst, pr.path), s.t, s.tpV[i]))
 	}
 	if s.cc != nil {
 		for p := range s.win {
 			name := fmt.Sprintf("h%d→h%d qp%d", s.cc.key.src, s.cc.key.dst, p)
-			out.Window = append(out.Window, Trace{Name: name, T: s.t, V: s.win[p]})
-			out.Rate = append(out.Rate, Trace{Name: name, T: s.t, V: s.rat[p]})
+			if t := trace(name, s.t, s.win[p]); len(t.T) > 0 {
+				out.Window = append(out.Window, t)
+			}
+			if t := trace(name, s.t, s.rat[p]); len(t.T) > 0 {
+				out.Rate = append(out.Rate, t)
+			}
 		}
 	}
 	// The deepest queues, by their peak (ties: port order).
@@ -585,7 +589,20 @@ func (s *sampler) series() *Series {
 		if peak[i] == 0 {
 			break
 		}
-		out.Queues = append(out.Queues, Trace{Name: portLabel(s.ports[i]), T: s.t, V: s.qV[i]})
+		out.Queues = append(out.Queues, trace(portLabel(s.ports[i]), s.t, s.qV[i]))
+	}
+	return out
+}
+
+// trace builds a Trace, leaving out NaN samples (unlimited values), which
+// JSON cannot carry.
+func trace(name string, t, v []float64) Trace {
+	out := Trace{Name: name}
+	for i := range v {
+		if !math.IsNaN(v[i]) {
+			out.T = append(out.T, t[i])
+			out.V = append(out.V, v[i])
+		}
 	}
 	return out
 }
