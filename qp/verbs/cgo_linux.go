@@ -127,6 +127,15 @@ func (w *fdWatcher) stop() {
 
 // notifier is the wakeup half of qp.Notifier shared by Conn and Receiver:
 // one buffered channel fed by a completion-channel watcher per NIC.
+//
+// The CQs stay armed: each watcher, on an event, acknowledges it
+// (ibv_get_cq_event(3), ibv_ack_cq_events(3)), re-arms its CQ
+// (ibv_req_notify_cq(3)) and only then signals. A completion that arrives
+// before the re-arm is therefore seen by the poll the signal triggers, and
+// one that arrives after it raises the next event: no wakeup is lost, and
+// a driver may keep the channel from one Notify call for good (as
+// mptx.LoopConfig.Wake does). The price is one event per arm while
+// completions flow, handled off the polling goroutine.
 type notifier struct {
 	ch       chan struct{}
 	watchers []*fdWatcher
@@ -142,10 +151,12 @@ func (n *notifier) signal() {
 	}
 }
 
-// watch adds a completion channel (ibv_create_comp_channel(3)) to n.
-func (n *notifier) watch(ch *C.struct_ibv_comp_channel, name string) error {
+// watch adds a completion channel (ibv_create_comp_channel(3)) serving cq
+// to n and arms cq.
+func (n *notifier) watch(ch *C.struct_ibv_comp_channel, cq *C.struct_ibv_cq, name string) error {
 	w, err := watchFD(int(ch.fd), name, func() {
 		if C.mptx_drain_cq_events(ch) > 0 {
+			C.ibv_req_notify_cq(cq, 0)
 			n.signal()
 		}
 	})
@@ -153,6 +164,9 @@ func (n *notifier) watch(ch *C.struct_ibv_comp_channel, name string) error {
 		return err
 	}
 	n.watchers = append(n.watchers, w)
+	if rc := C.ibv_req_notify_cq(cq, 0); rc != 0 {
+		return callErr("ibv_req_notify_cq", name, rc)
+	}
 	return nil
 }
 
@@ -164,9 +178,9 @@ func (n *notifier) stop() {
 	})
 }
 
-// arm requests a completion event on every CQ of set (ibv_req_notify_cq(3),
-// solicited_only = 0). On failure it signals, so the driver polls and
-// meets the error there rather than sleeping forever.
+// arm re-arms every CQ of set (ibv_req_notify_cq(3), solicited_only = 0)
+// and returns the wakeup channel. On failure it signals, so the driver
+// polls and meets the error there rather than sleeping forever.
 func (n *notifier) arm(set *C.struct_mptx_cqset) <-chan struct{} {
 	if C.mptx_arm(set) != 0 {
 		n.signal()

@@ -30,8 +30,9 @@ type Access uint8
 
 // Access modes.
 const (
-	// AccessAuto uses AccessMemoryWindow where the device has type 2
-	// memory windows and AccessMR otherwise.
+	// AccessAuto uses AccessMemoryWindow where the device's type 2
+	// memory windows confine the peer (not on Soft-RoCE; see
+	// windowsConfine) and AccessMR otherwise.
 	AccessAuto Access = iota
 	// AccessMemoryWindow binds one type 2 memory window per path over
 	// exactly the region (ibv_alloc_mw(3), IBV_WR_BIND_MW): the rkey opens
@@ -359,3 +360,7 @@ func (c HostConfig) withDefaults() (HostConfig, error) {
 // Receipt is the receiver's verdict on a transfer, carried over the
 // control connection (Receiver.SendReceipt, Conn.AwaitReceipt).
 type Receipt = bootstrap.Receipt
+
+// Transfer announces a transfer on a connection (Conn.Announce,
+// Receiver.AwaitTransfer).
+type Transfer = bootstrap.Transfer

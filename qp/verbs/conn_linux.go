@@ -219,6 +219,11 @@ func (c *Conn) setup(ctx context.Context, nics []*nic) error {
 	}
 	c.rAddr, c.rLen = acc.RegionAddr, units.Bytes(acc.RegionLen)
 	c.maxMsg = units.MaxBytes
+	lq, rq := make([]uint32, len(c.sp)), make([]uint32, len(c.sp))
+	for i := range c.sp {
+		lq[i], rq[i] = c.sp[i].q.qpn, acc.Paths[i].QPN
+	}
+	fls := pathFlowLabels(lq, rq)
 	for i := range c.sp {
 		p := &c.sp[i]
 		r := acc.Paths[i]
@@ -227,7 +232,7 @@ func (c *Conn) setup(ctx context.Context, nics []*nic) error {
 		if err != nil {
 			return err
 		}
-		fl := flowLabel(p.q.qpn, r.QPN)
+		fl := fls[i]
 		if err := p.g.connect(p.q, r, mtu, fl, q); err != nil {
 			return err
 		}
@@ -237,7 +242,7 @@ func (c *Conn) setup(ctx context.Context, nics []*nic) error {
 			Device:   n.dev.Name,
 			Port:     n.port.Num,
 			NIC:      p.cqIdx,
-			SrcPort:  srcPort(n.dev.Soft(), p.q.qpn, fl),
+			SrcPort:  srcPort(p.q.qpn, fl),
 			LineRate: n.port.Speed,
 			MTU:      mtu,
 		})
@@ -307,8 +312,10 @@ func (c *Conn) Send() *Buffer { return c.cfg.Send }
 
 // PostSend posts wrs on path as one chain per postBatch requests
 // (ibv_post_send(3)), each signalled, WRITE or WRITE WITH IMM (imm_data in
-// network order). It checks every request against the send region, the
-// advertised region and the largest message before posting, and returns
+// network order). It checks every request against the send region and
+// the largest message before posting; the remote range is enforced by the
+// receiver's NIC, which completes a write outside the advertised region
+// with qp.StatusRemoteAccess and changes nothing there. It returns
 // qp.ErrQueueFull when the path's send queue has no room for the rest. A
 // path whose QP failed or whose port is down returns an error wrapping
 // ErrPathDown. It does not allocate unless it fails.
@@ -382,8 +389,8 @@ func (c *Conn) checkWR(i int, w *qp.SendWR, sendLen units.Bytes) error {
 		return fmt.Errorf("verbs: PostSend: wr[%d] is a zero-length WRITE; only WRITE_WITH_IMM may be empty", i)
 	case w.Local < 0 || w.Local+w.Len > sendLen:
 		return fmt.Errorf("verbs: PostSend: wr[%d] local range [%d, %d) outside the send region [0, %d)", i, int64(w.Local), int64(w.Local+w.Len), int64(sendLen))
-	case w.Remote < 0 || w.Remote+w.Len > c.rLen:
-		return fmt.Errorf("verbs: PostSend: wr[%d] remote range [%d, %d) outside the advertised region [0, %d)", i, int64(w.Remote), int64(w.Remote+w.Len), int64(c.rLen))
+	case w.Remote < 0:
+		return fmt.Errorf("verbs: PostSend: wr[%d].Remote = %d, want >= 0", i, int64(w.Remote))
 	}
 	return nil
 }
@@ -524,16 +531,34 @@ func (c *Conn) SetRate(path int, r units.BitRate) error {
 	return callErr("ibv_modify_qp_rate_limit", p.g.nic.dev.Name, C.mptx_rate_limit(p.q.qp, C.uint32_t(kbps)))
 }
 
-// Notify arms every send CQ for one completion event (ibv_req_notify_cq(3))
-// and returns the channel the event is delivered on: the same channel on
-// every call, capacity 1. Completions that arrived before arming raise no
-// event, so the caller polls once more after Notify and before blocking.
+// Notify returns the channel that receives a value when send completions
+// may be pollable (see qp.Notifier): the same channel on every call,
+// capacity 1. The CQs are kept armed by the completion-channel watchers
+// (ibv_req_notify_cq(3)); Notify re-arms them too, which is harmless.
 func (c *Conn) Notify() <-chan struct{} {
 	if c.closed {
 		c.nt.signal()
 		return c.nt.ch
 	}
 	return c.nt.arm(c.set)
+}
+
+// Announce tells the receiver about a transfer (its engine slot, chunk
+// plan and offset) over the control connection and waits until the
+// receiver tracks it; only then may its chunks be posted, or their
+// immediates would arrive for a slot the receiver does not know.
+func (c *Conn) Announce(ctx context.Context, t *Transfer) error {
+	if err := c.sess.SendTransfer(ctx, t); err != nil {
+		return err
+	}
+	ack, err := c.sess.RecvTransferAck(ctx)
+	if err != nil {
+		return err
+	}
+	if ack.ID != t.ID {
+		return fmt.Errorf("%w: receiver acknowledged transfer %d, we announced %d", bootstrap.ErrProtocol, ack.ID, t.ID)
+	}
+	return nil
 }
 
 // AwaitReceipt waits for the receiver's verdict on the transfer (its CRC

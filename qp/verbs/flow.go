@@ -2,11 +2,12 @@ package verbs
 
 // RoCEv2 carries no ECMP entropy of its own: switches hash the outer UDP/IP
 // 5-tuple, and the only field that varies between the queue pairs of two
-// hosts is the UDP source port. Devices derive it either from the GRH flow
-// label (mlx5, following the kernel's rdma_flow_label_to_udp_sport) or, in
-// rdma_rxe, from a hash of the local QPN. mptx gives every path its own flow
-// label (flowLabel) and reports the resulting source port in
-// qp.PathInfo.SrcPort, so distinct QPNs always mean distinct ports.
+// hosts is the UDP source port. Devices derive it from the GRH flow label
+// of the QP's address vector with the kernel's rdma_flow_label_to_udp_sport
+// (mlx5, and rdma_rxe: TestVMFlowEntropy sniffs the wire to check); rxe
+// without a flow label hashes the local QPN instead. mptx gives every path
+// of a connection its own flow label, chosen so that their source ports
+// differ (pathFlowLabels), and reports the port in qp.PathInfo.SrcPort.
 
 const (
 	flowLabelMask   = 0xFFFFF // 20-bit IPv6 flow label
@@ -44,11 +45,31 @@ func rxeSport(qpn uint32) uint16 {
 	return uint16(roceUDPSportMin + (h & 0x3FFF))
 }
 
-// srcPort returns the UDP source port the device uses for a path: rxe's QPN
-// hash for Soft-RoCE, the flow-label mapping otherwise.
-func srcPort(soft bool, lqpn, fl uint32) uint16 {
-	if soft {
+// srcPort returns the UDP source port a QP with flow label fl sends from:
+// the flow-label mapping, or rxe's QPN hash when there is no label.
+func srcPort(lqpn, fl uint32) uint16 {
+	if fl == 0 {
 		return rxeSport(lqpn)
 	}
 	return flowLabelSport(fl)
+}
+
+// pathFlowLabels returns a flow label per path (local and remote QPNs),
+// starting from the kernel's rdma_calc_flow_label and perturbing it until
+// every path's UDP source port is distinct, so that ECMP can spread them.
+func pathFlowLabels(lqpn, rqpn []uint32) []uint32 {
+	used := map[uint16]bool{}
+	out := make([]uint32, len(lqpn))
+	for i := range lqpn {
+		fl := flowLabel(lqpn[i], rqpn[i])
+		for k := uint32(1); used[flowLabelSport(fl)] && k < 1<<14; k++ {
+			fl = (flowLabel(lqpn[i], rqpn[i]) + k) & flowLabelMask
+			if fl == 0 {
+				fl = 1
+			}
+		}
+		used[flowLabelSport(fl)] = true
+		out[i] = fl
+	}
+	return out
 }

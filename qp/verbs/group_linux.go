@@ -149,7 +149,7 @@ func newGroup(n *nic, label string, cqe int, srqDepth int, clock vtime.Clock) (*
 // watch hangs a wakeup watcher on the group's completion channel; it is
 // stopped before the CQ is destroyed.
 func (g *group) watch(nt *notifier) error {
-	if err := nt.watch(g.ch, g.nic.dev.Name+" completions"); err != nil {
+	if err := nt.watch(g.ch, g.cq, g.nic.dev.Name+" completions"); err != nil {
 		return err
 	}
 	w := nt.watchers[len(nt.watchers)-1]

@@ -136,6 +136,9 @@ func (c *Conn) Outstanding(int) int { return 0 }
 // PathErr returns errNotSupported.
 func (c *Conn) PathErr(int) error { return errNotSupported }
 
+// Announce returns errNotSupported.
+func (c *Conn) Announce(context.Context, *Transfer) error { return errNotSupported }
+
 // AwaitReceipt returns errNotSupported.
 func (c *Conn) AwaitReceipt(context.Context) (*Receipt, error) { return nil, errNotSupported }
 
@@ -171,6 +174,12 @@ func (r *Receiver) Notify() <-chan struct{} { return closedChan }
 
 // Revoke does nothing.
 func (r *Receiver) Revoke() error { return nil }
+
+// AwaitTransfer returns errNotSupported.
+func (r *Receiver) AwaitTransfer(context.Context) (*Transfer, error) { return nil, errNotSupported }
+
+// AckTransfer returns errNotSupported.
+func (r *Receiver) AckTransfer(context.Context, *Transfer) error { return errNotSupported }
 
 // SendReceipt returns errNotSupported.
 func (r *Receiver) SendReceipt(context.Context, *Receipt) error { return errNotSupported }

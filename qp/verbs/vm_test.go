@@ -53,6 +53,7 @@ type pair struct {
 }
 
 type pairOpts struct {
+	region    func(h *Host, size units.Bytes) (*Buffer, error) // ListenConfig.Region
 	nics      int // paths' NICs (default all)
 	qpsPerNIC int
 	size      units.Bytes
@@ -83,7 +84,11 @@ func newPair(t testing.TB, e vmEnv, o pairOpts) *pair {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.rh.Close() })
-	ln, err := p.rh.Listen("127.0.0.1:0", ListenConfig{Secret: testSecret, Access: o.access, QP: o.qp})
+	lc := ListenConfig{Secret: testSecret, Access: o.access, QP: o.qp}
+	if o.region != nil {
+		lc.Region = func(size units.Bytes) (*Buffer, error) { return o.region(p.rh, size) }
+	}
+	ln, err := p.rh.Listen("127.0.0.1:0", lc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,9 +199,16 @@ func TestVMDevices(t *testing.T) {
 func TestVMWriteImmAcrossPaths(t *testing.T) {
 	e := needVM(t)
 	p := newPair(t, e, pairOpts{qpsPerNIC: 2, size: 1 * units.MiB})
+	roundTrip(t, p, 2*len(e.sender))
+}
+
+// roundTrip writes a pattern over the whole region, one WRITE WITH IMM per
+// path, and checks both sides' completions and the bytes.
+func roundTrip(t *testing.T, p *pair, wantPaths int) {
+	t.Helper()
 	paths := p.conn.Paths()
-	if len(paths) != 2*len(e.sender) {
-		t.Fatalf("Paths() = %d paths, want %d", len(paths), 2*len(e.sender))
+	if len(paths) != wantPaths {
+		t.Fatalf("Paths() = %d paths, want %d", len(paths), wantPaths)
 	}
 	src := p.send.Bytes()
 	for i := range src {

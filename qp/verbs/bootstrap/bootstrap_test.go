@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"reflect"
@@ -105,7 +106,8 @@ func TestHandshakeAndExchange(t *testing.T) {
 	}
 	accept := &Accept{Caps: CapMemoryWindow, RegionAddr: 0x7f0000000000, RegionLen: 64 << 20,
 		Paths: []Endpoint{{QPN: 0x21, Rkey: 0x1234, MTU: 4096}, {QPN: 0x22, Rkey: 0x5678, MTU: 1024}}}
-	receipt := &Receipt{OK: true, Bytes: 64 << 20, CRC32C: 0xdeadbeef, Message: "ok"}
+	receipt := &Receipt{ID: 7, OK: true, Bytes: 64 << 20, CRC32C: 0xdeadbeef, Message: "ok"}
+	transfer := &Transfer{ID: 7, Slot: 3, Size: 64 << 20, ChunkSize: 4 << 20, Count: 16, Remote: 4096, CRC: true, CRC32C: 0xdeadbeef}
 
 	errc := make(chan error, 1)
 	var gotOffer *Offer
@@ -123,6 +125,19 @@ func TestHandshakeAndExchange(t *testing.T) {
 			errc <- err
 			return
 		}
+		tr, err := s.s.RecvTransfer(ctx)
+		if err != nil {
+			errc <- err
+			return
+		}
+		if !reflect.DeepEqual(tr, transfer) {
+			errc <- fmt.Errorf("RecvTransfer = %+v, want %+v", tr, transfer)
+			return
+		}
+		if err = s.s.SendTransferAck(ctx, tr); err != nil {
+			errc <- err
+			return
+		}
 		errc <- s.s.SendReceipt(ctx, receipt)
 	}()
 	if err := c.s.SendOffer(ctx, offer); err != nil {
@@ -134,6 +149,12 @@ func TestHandshakeAndExchange(t *testing.T) {
 	}
 	if err := c.s.SendReady(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if err := c.s.SendTransfer(ctx, transfer); err != nil {
+		t.Fatal(err)
+	}
+	if ack, err := c.s.RecvTransferAck(ctx); err != nil || ack.ID != transfer.ID {
+		t.Fatalf("RecvTransferAck = %+v, %v; want transfer %d", ack, err, transfer.ID)
 	}
 	gotReceipt, err := c.s.RecvReceipt(ctx)
 	if err != nil {

@@ -32,9 +32,11 @@
 //
 // A frame is [length uint32][type uint8][payload][tag 32 bytes], big endian,
 // payload at most MaxPayload bytes. Messages: Offer (client → server),
-// Accept (server → client), Ready (client → server), Receipt (server →
-// client) and Abort (either way). The sequence of a connection is
-// Offer, Accept, Ready, then, when the receiver is done, Receipt.
+// Accept (server → client), Ready (client → server), Transfer (client →
+// server), TransferAck (server → client), Receipt (server → client) and
+// Abort (either way). The sequence of a connection is Offer, Accept, Ready;
+// then per transfer Transfer, TransferAck (the sender posts only after it),
+// and, when the receiver has every byte, Receipt.
 //
 // A Session is used by one goroutine at a time; it is not safe for
 // concurrent use. Deadlines come from the context passed to each call.

@@ -21,11 +21,13 @@ type Type uint8
 
 // Message types.
 const (
-	TypeOffer   Type = 1
-	TypeAccept  Type = 2
-	TypeReady   Type = 3
-	TypeReceipt Type = 4
-	TypeAbort   Type = 5
+	TypeOffer       Type = 1
+	TypeAccept      Type = 2
+	TypeReady       Type = 3
+	TypeReceipt     Type = 4
+	TypeAbort       Type = 5
+	TypeTransfer    Type = 6
+	TypeTransferAck Type = 7
 )
 
 // String returns the type's name.
@@ -41,6 +43,10 @@ func (t Type) String() string {
 		return "Receipt"
 	case TypeAbort:
 		return "Abort"
+	case TypeTransfer:
+		return "Transfer"
+	case TypeTransferAck:
+		return "TransferAck"
 	}
 	return fmt.Sprintf("Type(%d)", uint8(t))
 }
@@ -90,8 +96,24 @@ type Accept struct {
 	Paths      []Endpoint
 }
 
+// Transfer announces one transfer on an established connection, before
+// its first byte is posted: what the receiver needs to track it (the
+// engine's slot, the chunk plan and where in the region it lands) and,
+// optionally, the tensor's CRC-32C.
+type Transfer struct {
+	ID        uint64 // the sender's transfer id
+	Slot      uint32 // immediate slot (chunk.EncodeImm)
+	Size      uint64 // tensor bytes
+	ChunkSize uint64 // bytes per chunk but possibly the last
+	Count     uint32 // chunks
+	Remote    uint64 // offset of the tensor in the advertised region
+	CRC       bool   // CRC32C is set
+	CRC32C    uint32
+}
+
 // Receipt is the receiver's verdict after the transfer.
 type Receipt struct {
+	ID      uint64 // the transfer's id
 	OK      bool
 	Bytes   uint64 // bytes the receiver saw complete
 	CRC32C  uint32 // CRC-32C the receiver computed (0 if not checked)
@@ -234,18 +256,45 @@ func (m *Accept) unmarshal(d *dec) {
 	m.Paths = d.endpoints()
 }
 
-func (m *Receipt) marshal(e *enc) {
-	b := uint8(0)
-	if m.OK {
-		b = 1
+func (m *Transfer) marshal(e *enc) {
+	e.u64(m.ID)
+	e.u32(m.Slot)
+	e.u64(m.Size)
+	e.u64(m.ChunkSize)
+	e.u32(m.Count)
+	e.u64(m.Remote)
+	e.u8(boolByte(m.CRC))
+	e.u32(m.CRC32C)
+}
+
+func (m *Transfer) unmarshal(d *dec) {
+	m.ID = d.u64()
+	m.Slot = d.u32()
+	m.Size = d.u64()
+	m.ChunkSize = d.u64()
+	m.Count = d.u32()
+	m.Remote = d.u64()
+	m.CRC = d.u8() == 1
+	m.CRC32C = d.u32()
+}
+
+func boolByte(b bool) uint8 {
+	if b {
+		return 1
 	}
-	e.u8(b)
+	return 0
+}
+
+func (m *Receipt) marshal(e *enc) {
+	e.u64(m.ID)
+	e.u8(boolByte(m.OK))
 	e.u64(m.Bytes)
 	e.u32(m.CRC32C)
 	e.str(m.Message)
 }
 
 func (m *Receipt) unmarshal(d *dec) {
+	m.ID = d.u64()
 	m.OK = d.u8() == 1
 	m.Bytes = d.u64()
 	m.CRC32C = d.u32()
@@ -389,6 +438,36 @@ func (s *Session) SendReady(ctx context.Context) error { return s.send(ctx, Type
 
 // RecvReady waits for the sender's Ready.
 func (s *Session) RecvReady(ctx context.Context) error { return s.recv(ctx, TypeReady, nil) }
+
+// SendTransfer announces a transfer (sender).
+func (s *Session) SendTransfer(ctx context.Context, m *Transfer) error {
+	return s.send(ctx, TypeTransfer, m)
+}
+
+// RecvTransfer waits for the next transfer announcement (receiver).
+func (s *Session) RecvTransfer(ctx context.Context) (*Transfer, error) {
+	m := new(Transfer)
+	if err := s.recv(ctx, TypeTransfer, m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// SendTransferAck tells the sender the receiver tracks the transfer and it
+// may start posting (receiver).
+func (s *Session) SendTransferAck(ctx context.Context, m *Transfer) error {
+	return s.send(ctx, TypeTransferAck, m)
+}
+
+// RecvTransferAck waits for the receiver's acknowledgement of an
+// announcement (sender).
+func (s *Session) RecvTransferAck(ctx context.Context) (*Transfer, error) {
+	m := new(Transfer)
+	if err := s.recv(ctx, TypeTransferAck, m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
 
 // SendReceipt sends the receiver's verdict.
 func (s *Session) SendReceipt(ctx context.Context, m *Receipt) error {

@@ -1,0 +1,26 @@
+//go:build linux && cgo
+
+package verbs
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+// Hooks used by tests (cgo cannot appear in _test.go files).
+
+// breakPath forces path's QP into the error state (ibv_modify_qp(3) to
+// IBV_QPS_ERR), as a fatal device error would: every outstanding and later
+// work request on it completes with IBV_WC_WR_FLUSH_ERR.
+func (c *Conn) breakPath(path int) error {
+	p := &c.sp[path]
+	return callErr("ibv_modify_qp(ERR)", p.g.nic.dev.Name, C.mptx_qp_to_error(p.q.qp))
+}
+
+// view returns a Buffer over [off, off+n) of b sharing b's registrations;
+// freeing the view does nothing.
+func (b *Buffer) view(off, n int) *Buffer {
+	v := &Buffer{h: b.h, mem: b.mem[off : off+n : off+n], off: -1, mrs: b.mrs}
+	v.freed.Store(true)
+	return v
+}
