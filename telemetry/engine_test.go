@@ -8,6 +8,7 @@ import (
 	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/exemplar"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -259,7 +260,8 @@ func BenchmarkEngineTracing(b *testing.B) {
 			var tp *sdktrace.TracerProvider
 			if mode != "off" {
 				tcfg := telemetry.Config{Wall: telemetry.FixedEpoch(time.Unix(1e9, 0)), Paths: memPathAttrs(8), CC: "dcqcn",
-					MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))}
+					MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()),
+						sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter))} // as Setup configures it
 				if mode == "tracing" {
 					tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
 					tcfg.TracerProvider = tp

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/exemplar"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -268,7 +269,9 @@ func Setup(ctx context.Context, cfg SetupConfig) (*Telemetry, error) {
 		t.MetricExporters = append(t.MetricExporters, name)
 	}
 	if len(t.MetricExporters) > 0 {
-		mpOpts = append(mpOpts, sdkmetric.WithResource(res))
+		// No exemplars: histograms are recorded off the request path with no
+		// span in the context, and the reservoir costs on every record.
+		mpOpts = append(mpOpts, sdkmetric.WithResource(res), sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter))
 		mp := sdkmetric.NewMeterProvider(mpOpts...)
 		t.MeterProvider = mp
 		t.shutdown = append(t.shutdown, mp.Shutdown)

@@ -42,7 +42,7 @@ func (g *pfcGlue) Trace(ev *sim.TraceEvent) {
 	case sim.TrResumeSent:
 		if at, open := g.since[ev.Where]; open {
 			delete(g.since, ev.Where)
-			g.rec.RecordPFCPause(path, at.VTime(), time.Duration((ev.At-at).VTime()))
+			g.rec.RecordPFCPause(path, at.VTime(), time.Duration((ev.At - at).VTime()))
 			g.n++
 		}
 	}
