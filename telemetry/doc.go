@@ -1,0 +1,46 @@
+// Package telemetry turns the multipath engine's recorder events into
+// OpenTelemetry traces and metrics, and sets up their exporters from the
+// standard OTEL_* environment variables. The engine never imports
+// OpenTelemetry: it calls multipath.Recorder.Record, which Recorder
+// implements.
+//
+// # Model
+//
+// Each transfer is an mptx.transfer span, the root of its own trace; each
+// attempt of each chunk is an mptx.chunk span, its child; path events
+// (down, up, quarantine, CNP bursts and, in the simulator, PFC pauses)
+// are span events on the live transfer spans. Per-path metrics cover
+// window, rate, bytes in flight, smoothed RTT and chunk latency
+// (histograms), ECN/CNP counts, bytes sent and acknowledged. Names are in
+// package telemetry/schema and listed with units in docs/telemetry.md.
+// There are no per-packet spans.
+//
+// # Time
+//
+// Events carry vtime.Time (nanoseconds on the driver's epoch). Spans and
+// span events are stamped with explicit timestamps (trace.WithTimestamp)
+// converted by Config.Wall: (*vtime.Monotonic).Wall on hardware,
+// FixedEpoch(runStart) in the simulator, so the simulator's spans carry
+// virtual time and one analyser (package telemetry/analyze) reads both.
+// Telemetry.UseVirtualClock does the same for metric points.
+//
+// # Ownership, concurrency and cost
+//
+// A Recorder belongs to one engine: Record, RecordPFCPause, Flush and
+// Close are called from the engine's goroutine. Record copies the event
+// into a ring and returns (no allocation, no blocking); a goroutine owned
+// by the Recorder builds spans and metric points, and Close stops it.
+// Config.Synchronous does the work inside Record instead, for
+// deterministic single-goroutine runs. Telemetry (from Setup) is safe for
+// concurrent use; call Shutdown after Recorder.Close to flush.
+//
+// # Export
+//
+// Setup reads OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER (otlp, file,
+// console, none; default file), OTEL_EXPORTER_OTLP_* (gRPC or
+// http/protobuf), OTEL_TRACES_SAMPLER(_ARG), OTEL_SERVICE_NAME and
+// OTEL_RESOURCE_ATTRIBUTES. The file exporter writes OTLP JSON lines in
+// the OpenTelemetry collector's file-exporter format (one
+// ExportTraceServiceRequest or ExportMetricsServiceRequest per line);
+// OTEL_SDK_DISABLED=true gives no-op providers.
+package telemetry
