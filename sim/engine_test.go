@@ -229,3 +229,93 @@ func BenchmarkEventLoop(b *testing.B) {
 	}
 	sinkEvents = w.Events()
 }
+
+type oracleEv struct {
+	o  *oracle
+	at Time
+	id int
+}
+
+type oracle struct {
+	w       *World
+	rng     *rand.Rand
+	fired   []bool
+	lastAt  Time
+	lastID  int
+	n, maxN int
+	evs     []oracleEv
+	bad     string
+}
+
+func (o *oracle) schedule(at Time) {
+	id := len(o.evs)
+	o.evs = append(o.evs, oracleEv{o: o, at: at, id: id})
+	o.fired = append(o.fired, false)
+}
+
+func (e *oracleEv) Fire(now Time) {
+	o := e.o
+	switch {
+	case o.bad != "":
+	case now != e.at:
+		o.bad = "fired at the wrong time"
+	case o.fired[e.id]:
+		o.bad = "fired twice"
+	case now < o.lastAt:
+		o.bad = "time went backwards"
+	case now == o.lastAt && e.id < o.lastID:
+		o.bad = "FIFO order broken among equal times"
+	}
+	o.fired[e.id] = true
+	o.lastAt, o.lastID = now, e.id
+	// schedule a few more, at delays that hit the same bucket, the wheel,
+	// its horizon and the heap
+	for k := 1 + o.rng.IntN(2); k > 0 && o.n < o.maxN; k-- {
+		var d Time
+		switch o.rng.IntN(6) {
+		case 0:
+			d = 0
+		case 1:
+			d = Time(o.rng.IntN(2048))
+		case 2:
+			d = Time(o.rng.IntN(1 << 20))
+		case 3:
+			d = wheelSize<<bucketShift - 2048 + Time(o.rng.IntN(4096))
+		case 4:
+			d = Time(o.rng.Int64N(int64(Millisecond)))
+		default:
+			d = Time(o.rng.IntN(3)) * Microsecond
+		}
+		o.n++
+		o.schedule(now + d)
+		o.w.At(now+d, &o.evs[len(o.evs)-1])
+	}
+}
+
+// TestEventQueueOracle drives the wheel-and-heap queue with a dynamic
+// random workload and checks every pop against the priority-queue
+// contract: times never go back, equal times fire in scheduling order,
+// every event fires once at its time.
+func TestEventQueueOracle(t *testing.T) {
+	w := NewWorld(1)
+	o := &oracle{w: w, rng: rand.New(rand.NewPCG(5, 6)), maxN: 300000}
+	o.evs = make([]oracleEv, 0, o.maxN+100)
+	for i := 0; i < 64; i++ {
+		at := Start + Time(o.rng.IntN(1<<22))
+		o.schedule(at)
+		w.At(at, &o.evs[len(o.evs)-1])
+	}
+	w.Run()
+	if o.bad != "" {
+		t.Fatal(o.bad)
+	}
+	for i, f := range o.fired {
+		if !f {
+			t.Fatalf("event %d (at %v) never fired", i, o.evs[i].at)
+		}
+	}
+	if w.q.len() != 0 {
+		t.Fatalf("queue holds %d events after Run", w.q.len())
+	}
+	t.Logf("%d events", len(o.evs))
+}

@@ -183,13 +183,12 @@ func (n *Network) newPort(name string, idx int, cfg LinkConfig) *Port {
 		w: n.W, index: idx, name: name, rate: cfg.Rate, ser: NewSerialiser(cfg.Rate),
 		delay: cfg.Delay, loss: cfg.Loss, up: true, qLast: n.W.now,
 	}
-	p.tx.Init(n.W, p)
 	p.pipeEv.p = p
 	return p
 }
 
 // attach creates node x's end of a cable and returns its port and the sink
-// that receives frames for x.
+// that receives frames for x (an *ingress or a *NIC).
 func (n *Network) attach(x Node, cfg LinkConfig) (*Port, Sink, error) {
 	switch v := x.(type) {
 	case *Switch:
@@ -231,7 +230,17 @@ func (n *Network) Link(a, b Node, cfg LinkConfig) (*Cable, error) {
 	if err != nil {
 		return nil, err
 	}
-	pa.peer, pb.peer = sb, sa
+	for _, e := range [2]struct {
+		p *Port
+		s Sink
+	}{{pa, sb}, {pb, sa}} {
+		switch v := e.s.(type) {
+		case *ingress:
+			e.p.peerIn = v
+		case *NIC:
+			e.p.peerNIC = v
+		}
+	}
 	pa.remote, pb.remote = pb, pa
 	c := &Cable{net: n, name: pa.name + "<->" + pb.name, a: pa, b: pb, up: true}
 	pa.cable, pb.cable = c, c
@@ -332,10 +341,10 @@ func (n *Network) computeRoutes() {
 	}
 	dist := make([]int32, total)
 	queue := make([]int32, 0, total)
-	dedup := make([]map[string]uint16, ns)
+	dedup := make([]map[string]uint32, ns)
 	for i, s := range n.Switches {
-		s.route = make([]uint16, len(n.NICs))
-		dedup[i] = map[string]uint16{}
+		s.route = make([]uint32, len(n.NICs))
+		dedup[i] = map[string]uint32{}
 	}
 	var members []int32
 	for d := range n.NICs {

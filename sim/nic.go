@@ -45,7 +45,7 @@ type NIC struct {
 	cfg    NICConfig
 	port   *Port
 	qps    []*QP
-	active []*QP // QPs with packets to send, in arbitration order
+	active []activeQP // QPs with packets to send, in arbitration order
 	rr     int
 	rto    Time
 	mtu    int32
@@ -106,11 +106,21 @@ func (n *NIC) Receive(p *Packet) {
 	n.w.FreePacket(p)
 }
 
+// activeQP is an arbiter entry. It caches what the arbiter checks for
+// every packet (the pacing deadline and the congestion window), so that
+// scanning the QPs that cannot send touches only this array.
+type activeQP struct {
+	q      *QP
+	nextTx Time        // copy of q.nextTx
+	win    units.Bytes // the NIC CC's window, units.MaxBytes if none
+}
+
 // activate puts q in the arbiter and starts the port if it is idle.
 func (n *NIC) activate(q *QP) {
 	if !q.active {
 		q.active = true
-		n.active = append(n.active, q)
+		q.actIdx = len(n.active)
+		n.active = append(n.active, activeQP{q: q, nextTx: q.nextTx, win: q.window()})
 	}
 	n.port.kick(n.w.now)
 }
@@ -121,16 +131,15 @@ func (n *NIC) deactivate(q *QP) {
 		return
 	}
 	q.active = false
-	for i, a := range n.active {
-		if a == q {
-			copy(n.active[i:], n.active[i+1:])
-			n.active[len(n.active)-1] = nil
-			n.active = n.active[:len(n.active)-1]
-			if n.rr > i {
-				n.rr--
-			}
-			break
-		}
+	i := q.actIdx
+	copy(n.active[i:], n.active[i+1:])
+	n.active[len(n.active)-1] = activeQP{}
+	n.active = n.active[:len(n.active)-1]
+	for j := i; j < len(n.active); j++ {
+		n.active[j].q.actIdx = j
+	}
+	if n.rr > i {
+		n.rr--
 	}
 	if n.rr >= len(n.active) {
 		n.rr = 0
@@ -148,14 +157,15 @@ func (n *NIC) pull(now Time) *Packet {
 		if idx >= na {
 			idx -= na
 		}
-		q := n.active[idx]
-		if q.nextTx > now {
-			if wake == 0 || q.nextTx < wake {
-				wake = q.nextTx
+		a := &n.active[idx]
+		if a.nextTx > now {
+			if wake == 0 || a.nextTx < wake {
+				wake = a.nextTx
 			}
 			continue
 		}
-		if q.cc != nil && q.windowFull() {
+		q := a.q
+		if a.win != units.MaxBytes && q.inFlight() >= a.win {
 			continue
 		}
 		n.rr = idx + 1
@@ -165,11 +175,13 @@ func (n *NIC) pull(now Time) *Packet {
 		p := q.nextPacket(now)
 		if !q.hasData() {
 			n.deactivate(q)
+		} else {
+			a.nextTx = q.nextTx
 		}
 		return p
 	}
 	if wake != 0 {
-		n.port.tx.ResetEarlier(wake)
+		n.port.tx.resetEarlier(n.w, n.port, wake)
 	}
 	return nil
 }
@@ -260,6 +272,7 @@ type QP struct {
 	retries int
 	rto     Timer
 	active  bool
+	actIdx  int // index in nic.active while active
 
 	rateLimit units.BitRate
 	nextTx    Time // earliest start of the next packet (pacing)
@@ -437,6 +450,7 @@ func (q *QP) SetRateLimit(r units.BitRate) error {
 	if q.nextTx > q.nic.w.now {
 		q.nextTx = q.nic.w.now
 		if q.active {
+			q.nic.active[q.actIdx].nextTx = q.nextTx
 			q.nic.port.kick(q.nic.w.now)
 		}
 	}
@@ -495,11 +509,13 @@ func (q *QP) PostSend(wrs []qp.SendWR) (int, error) {
 // hasData reports whether the requester has packets to send.
 func (q *QP) hasData() bool { return q.state == qpReady && seqLT(q.sndNxt, q.sndEnd) }
 
-// windowFull reports whether the NIC congestion controller's window stops
-// the QP.
-func (q *QP) windowFull() bool {
-	w := q.cc.Window()
-	return w != units.MaxBytes && q.inFlight() >= w
+// window returns the NIC congestion controller's window, units.MaxBytes
+// if none.
+func (q *QP) window() units.Bytes {
+	if q.cc == nil {
+		return units.MaxBytes
+	}
+	return q.cc.Window()
 }
 
 // inFlight estimates the payload bytes in flight: unacknowledged packets
@@ -554,7 +570,7 @@ func (q *QP) nextPacket(now Time) *Packet {
 	q.sndNxt++
 	q.c.TxPackets++
 	q.c.TxBytes += uint64(pay)
-	if q.rto.at == 0 && n.rto != Forever {
+	if q.rto.l.at == 0 && n.rto != Forever {
 		q.rto.Reset(now + n.rto)
 	}
 	r := q.rateLimit
@@ -571,15 +587,19 @@ func (q *QP) nextPacket(now Time) *Packet {
 	return p
 }
 
-// armCC re-arms the congestion controller's timer at its deadline.
+// armCC re-arms the congestion controller's timer at its deadline and
+// refreshes the arbiter's copy of its window.
 func (q *QP) armCC(now Time) {
+	if q.active {
+		q.nic.active[q.actIdx].win = q.cc.Window()
+	}
 	d := q.cc.Deadline()
 	if d == 0 {
 		q.ccTimer.Stop()
 		return
 	}
 	at := max(FromVTime(d), now)
-	if at != q.ccTimer.at {
+	if at != q.ccTimer.l.at {
 		q.ccTimer.Reset(at)
 	}
 }
@@ -639,8 +659,7 @@ func (q *QP) onAck(p *Packet, now Time) {
 			q.cur--
 			q.c.WRsDone++
 			q.c.AckedBytes += uint64(wr.Len)
-			nh := int(p.NHops)
-			copy(q.hopsBuf[:nh], p.Hops[:nh])
+			nh := copy(q.hopsBuf[:], p.INT())
 			if q.nic.w.tracer != nil {
 				q.nic.w.trace(TrSendDone, q.nic.name, q.qpn, e, int64(wr.Len))
 			}
@@ -660,12 +679,15 @@ func (q *QP) onAck(p *Packet, now Time) {
 			q.rto.Reset(now + q.nic.rto)
 		}
 		if q.cc != nil {
-			a := cc.Ack{Now: now.VTime(), Acked: acked, InFlight: q.inFlight(), NHops: int(p.NHops)}
+			a := cc.Ack{Now: now.VTime(), Acked: acked, InFlight: q.inFlight()}
 			if p.SentAt != 0 {
 				a.RTT = time.Duration(now-p.SentAt) / time.Duration(Nanosecond)
 			}
-			for i := 0; i < a.NHops && i < cc.MaxHops; i++ {
-				a.Hops[i] = cc.INTHop(p.Hops[i])
+			for i, h := range p.INT() {
+				if i < cc.MaxHops {
+					a.Hops[i] = cc.INTHop(h)
+					a.NHops = i + 1
+				}
 			}
 			q.cc.OnAck(a)
 			q.armCC(now)
@@ -842,10 +864,9 @@ func (q *QP) sendAck(k Kind, data *Packet) {
 	c := q.ctrlPacket(k, AckSize+int32(q.nic.cfg.INTHeader))
 	c.PSN = q.ePSN
 	c.SentAt = data.SentAt
-	if nh := data.NHops; nh > 0 {
-		c.NHops = nh
-		copy(c.Hops[:nh], data.Hops[:nh])
-	}
+	// the ACK takes over the data packet's telemetry
+	c.hops, c.NHops = data.hops, data.NHops
+	data.hops, data.NHops = nil, 0
 	q.c.AcksSent++
 	q.nic.sendCtrl(c)
 }

@@ -122,8 +122,21 @@ type Packet struct {
 	SrcPort uint16  // UDP source port (ECMP entropy)
 	Kind    Kind
 	flags   uint8
-	NHops   uint8              // INT stamps carried
-	Hops    [MaxHops]qp.INTHop // INT stamps (HPCC), stamped at switch egress
+	NHops   uint8    // INT stamps carried
+	hops    *intHops // INT stamps (HPCC), from the world's pool; nil until stamped
+}
+
+// intHops is a packet's telemetry: kept out of line so that packets stay
+// two cache lines long when INT is off.
+type intHops [MaxHops]qp.INTHop
+
+// INT returns the packet's in-band telemetry stamps (valid while the
+// packet is).
+func (p *Packet) INT() []qp.INTHop {
+	if p.hops == nil {
+		return nil
+	}
+	return p.hops[:p.NHops]
 }
 
 // CE reports whether the packet is marked congestion experienced.

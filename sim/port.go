@@ -27,52 +27,52 @@ type Sink interface {
 // has paused it (the frame on the wire completes); control frames are never
 // paused.
 type Port struct {
-	w      *World
-	sw     *Switch // owner when on a switch
-	nic    *NIC    // owner when on a NIC
-	index  int     // port number on the owner
-	name   string
-	peer   Sink  // receives what this port sends
-	remote *Port // the far end's transmit side
-	cable  *Cable
-	rate   units.BitRate
-	ser    Serialiser
-	delay  Time
-	loss   float64
-
-	ctrl   fifo
-	data   fifo
-	qBytes int64 // data-class frame bytes queued
-	qLast  Time  // last change of qBytes (queue-length integral)
-	qIntHi uint64
-	qIntLo uint64 // ∫ qBytes dt in byte·ps (128-bit)
-
+	// Hot fields first: what every packet touches, in about four cache
+	// lines.
+	w         *World
+	sw        *Switch // owner when on a switch
+	nic       *NIC    // owner when on a NIC
+	peerIn    *ingress // the far end when it is a switch
+	peerNIC   *NIC     // the far end when it is a NIC
 	busyUntil Time
-	tx        Timer // next transmission start
-
+	delay     Time
+	downAt    Time // last time the link went down
+	qBytes    int64
+	qLast     Time // last change of qBytes (queue-length integral)
+	qIntHi    uint64
+	qIntLo    uint64 // ∫ qBytes dt in byte·ps (128-bit)
+	ser       Serialiser
+	data      fifo
+	ctrl      fifo
 	pipe      fifo // frames on the wire, in arrival order
-	pipeArmed bool
+	tx        lazy // next transmission start; the Port is its handler
 	pipeEv    pipeEvent
+	loss      float64
+	pipeArmed bool
+	paused    bool // data class paused by the far end
+	storm     bool // watchdog recovery in progress
+	up        bool
+	pfcWant   bool // pause state we want the far end to be in
+	pfcSent   bool // pause state we last sent
+	ecnOn     bool
+	intOn     bool
+	ecn       ECNConfig
+	c         PortCounters
 
-	paused   bool // data class paused by the far end
+	index    int // port number on the owner
+	name     string
+	remote   *Port // the far end's transmit side
+	cable    *Cable
+	rate     units.BitRate
 	pausedAt Time
-	pfcWant  bool // pause state we want the far end to be in
-	pfcSent  bool // pause state we last sent
-
-	up     bool
-	downAt Time // last time the link went down
-
-	ecn    ECNConfig
-	ecnOn  bool
-	intOn  bool
-	OnMark func(q units.Bytes, p float64, marked bool) // test hook; nil normally
-
+	stormEnd Time
 	wd       Timer
 	wdEv     watchdogEvent
-	storm    bool // watchdog recovery in progress
-	stormEnd Time
 
-	c PortCounters
+	// OnMark, if set, is called for every ECT packet leaving the port
+	// with the queue it leaves behind, the RED probability and the
+	// decision (for tests and traces; nil normally).
+	OnMark func(q units.Bytes, p float64, marked bool)
 }
 
 // PortCounters are a port's cumulative counters. Queue figures are of the
@@ -229,7 +229,11 @@ func (p *Port) deliver(pkt *Packet) {
 		p.drop(pkt)
 		return
 	}
-	p.peer.Receive(pkt)
+	if in := p.peerIn; in != nil {
+		in.sw.receive(pkt, in)
+		return
+	}
+	p.peerNIC.Receive(pkt)
 }
 
 // drop frees a packet lost at or after this port (its buffer accounting has
@@ -265,14 +269,17 @@ func (p *Port) kick(now Time) {
 		p.startNext(now)
 		return
 	}
-	p.tx.ResetEarlier(p.busyUntil)
+	p.tx.resetEarlier(p.w, p, p.busyUntil)
 }
 
-// Fire implements Handler for the transmit timer.
+// Fire implements Handler for the transmit timer's entries.
 func (p *Port) Fire(now Time) {
+	if !p.tx.fire(p.w, p, now) {
+		return
+	}
 	if now < p.busyUntil {
 		if p.more() {
-			p.tx.Reset(p.busyUntil)
+			p.tx.reset(p.w, p, p.busyUntil)
 		}
 		return
 	}
@@ -338,7 +345,7 @@ func (p *Port) startNext(now Time) {
 		}
 	}
 	if p.more() {
-		p.tx.Reset(p.busyUntil)
+		p.tx.reset(p.w, p, p.busyUntil)
 	}
 }
 
@@ -364,7 +371,10 @@ func (p *Port) dequeued(pkt *Packet, now Time) {
 		}
 	}
 	if p.intOn && pkt.NHops < MaxHops {
-		pkt.Hops[pkt.NHops] = qp.INTHop{
+		if pkt.hops == nil {
+			pkt.hops = p.w.newHops()
+		}
+		pkt.hops[pkt.NHops] = qp.INTHop{
 			QLen:    units.Bytes(p.qBytes),
 			TxBytes: units.Bytes(p.c.TxBytes + uint64(pkt.Size)),
 			TS:      now.VTime(),

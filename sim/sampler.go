@@ -30,7 +30,7 @@ func (s *Sampler) Stop() { s.stopped = true }
 
 // Fire implements Handler.
 func (s *Sampler) Fire(now Time) {
-	if s.stopped || len(s.w.heap) <= s.w.daemons-1+s.w.idle {
+	if s.stopped || s.w.q.len() <= s.w.daemons-1+s.w.idle {
 		s.w.daemons--
 		return
 	}

@@ -27,7 +27,10 @@ type Switch struct {
 	in    []*ingress
 	seed  uint64
 
-	route  []uint16 // destination endpoint → group
+	// route maps a destination endpoint to its egress: n<<24 | x, where n
+	// is the number of equal-cost ports and x the port itself (n = 1) or
+	// the group's offset in gports (n > 1); 0 means unreachable.
+	route  []uint32
 	groups []group
 	gports []int32
 
@@ -47,7 +50,7 @@ type Switch struct {
 type group struct{ off, n int32 }
 
 // noRoute marks an unreachable destination in a route table.
-const noRoute = ^uint16(0)
+const noRoute = 0
 
 // ingress is a switch port's receive side and its buffer accounting.
 type ingress struct {
@@ -115,16 +118,16 @@ func (s *Switch) receive(p *Packet, in *ingress) {
 
 // egress picks the output port for p, -1 if unroutable.
 func (s *Switch) egress(p *Packet) int {
-	if int(p.Dst) >= len(s.route) || p.Dst < 0 {
+	if uint(p.Dst) >= uint(len(s.route)) {
 		return -1
 	}
-	gi := s.route[p.Dst]
-	if gi == noRoute {
-		return -1
+	r := s.route[p.Dst]
+	n := r >> 24
+	if n == 1 {
+		return int(r & 0xffffff)
 	}
-	g := s.groups[gi]
-	if g.n == 1 {
-		return int(s.gports[g.off])
+	if n == 0 {
+		return -1
 	}
 	var h uint64
 	if s.cfg.Spray && p.Kind == KindData {
@@ -133,8 +136,8 @@ func (s *Switch) egress(p *Packet) int {
 		h = mix64(p.Flow ^ s.seed)
 	}
 	// Lemire's multiply-shift reduction of the top 32 bits onto [0, n).
-	i := int32(((h >> 32) * uint64(g.n)) >> 32)
-	return int(s.gports[g.off+i])
+	i := uint32(((h >> 32) * uint64(n)) >> 32)
+	return int(s.gports[r&0xffffff+i])
 }
 
 // threshold returns the current XOFF threshold on an ingress port's shared
@@ -264,9 +267,16 @@ func (s *Switch) SetRoute(dst *NIC, ports ...*Port) {
 	s.route[dst.id] = s.addGroup(idx, nil)
 }
 
-// addGroup returns the index of the group with exactly these ports, adding
-// it if needed. dedup, when non-nil, maps a group's key to its index.
-func (s *Switch) addGroup(ports []int32, dedup map[string]uint16) uint16 {
+// addGroup returns the route entry for the group with exactly these ports,
+// adding it if needed. dedup, when non-nil, maps a group's key to its
+// entry.
+func (s *Switch) addGroup(ports []int32, dedup map[string]uint32) uint32 {
+	if len(ports) == 1 {
+		return 1<<24 | uint32(ports[0])
+	}
+	if len(ports) > 255 {
+		panic("sim: BUG: ECMP group of more than 255 ports on switch " + s.name)
+	}
 	var key string
 	if dedup != nil {
 		b := make([]byte, 0, 4*len(ports))
@@ -279,7 +289,7 @@ func (s *Switch) addGroup(ports []int32, dedup map[string]uint16) uint16 {
 		}
 	} else {
 	search:
-		for gi, g := range s.groups {
+		for _, g := range s.groups {
 			if int(g.n) != len(ports) {
 				continue
 			}
@@ -288,32 +298,32 @@ func (s *Switch) addGroup(ports []int32, dedup map[string]uint16) uint16 {
 					continue search
 				}
 			}
-			return uint16(gi)
+			return uint32(g.n)<<24 | uint32(g.off)
 		}
 	}
-	if len(s.groups) >= int(noRoute) {
+	if len(s.gports)+len(ports) > 0xffffff {
 		panic("sim: BUG: too many ECMP groups on switch " + s.name)
 	}
 	g := group{off: int32(len(s.gports)), n: int32(len(ports))}
 	s.gports = append(s.gports, ports...)
 	s.groups = append(s.groups, g)
-	gi := uint16(len(s.groups) - 1)
+	e := uint32(g.n)<<24 | uint32(g.off)
 	if dedup != nil {
-		dedup[key] = gi
+		dedup[key] = e
 	}
-	return gi
+	return e
 }
 
 // RouteTo returns the egress ports the switch uses towards dst.
 func (s *Switch) RouteTo(dst *NIC) []*Port {
-	gi := s.route[dst.id]
-	if gi == noRoute {
-		return nil
+	r := s.route[dst.id]
+	n := int(r >> 24)
+	if n == 1 {
+		return []*Port{s.ports[r&0xffffff]}
 	}
-	g := s.groups[gi]
-	out := make([]*Port, g.n)
+	out := make([]*Port, n)
 	for i := range out {
-		out[i] = s.ports[s.gports[int(g.off)+i]]
+		out[i] = s.ports[s.gports[int(r&0xffffff)+i]]
 	}
 	return out
 }

@@ -13,28 +13,10 @@ type Handler interface {
 	Fire(now Time)
 }
 
-// event is one entry of the event list: 16 bytes, so that a node's four
-// children share one cache line. key holds the scheduling sequence number
-// in its high 40 bits (FIFO tie-break) and the index of the handler's slot
-// in its low 24 bits.
-type event struct {
-	at  Time
-	key uint64
-}
-
-const (
-	slotBits = 24
-	slotMask = 1<<slotBits - 1
-	maxSeq   = 1<<(64-slotBits) - 1
-)
-
-func (e event) before(f event) bool {
-	return e.at < f.at || (e.at == f.at && e.key < f.key)
-}
-
-// World is one simulation: its clock, its event list (a 4-ary min-heap on
-// (time, sequence number), so that events due at the same instant run in the
-// order they were scheduled), its random number generator (a PCG seeded
+// World is one simulation: its clock, its event list (a timing wheel with
+// a heap behind it, ordered on (time, sequence number), so that events due
+// at the same instant run in the order they were scheduled), its random
+// number generator (a PCG seeded
 // from the world's seed; nothing in the simulator draws randomness from
 // anywhere else) and its packet pool.
 //
@@ -47,9 +29,7 @@ func (e event) before(f event) bool {
 type World struct {
 	now     Time
 	seq     uint64
-	heap    []event
-	slots   []Handler // handlers of pending events, by slot
-	free1   []uint32  // free slots
+	q       eventQueue
 	rng     *rand.Rand
 	seed    uint64
 	fired   uint64
@@ -65,20 +45,20 @@ type World struct {
 	maxLive  int
 	allocd   int // packets ever allocated
 	poolStep int
+	hopsFree []*intHops
 }
 
 // NewWorld returns an empty world at time Start whose random number
 // generator is seeded with seed.
 func NewWorld(seed uint64) *World {
-	return &World{
+	w := &World{
 		now:      Start,
 		rng:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		seed:     seed,
-		heap:     make([]event, 0, 1024),
-		slots:    make([]Handler, 0, 1024),
-		free1:    make([]uint32, 0, 1024),
 		poolStep: 256,
 	}
+	w.q.init()
+	return w
 }
 
 // Now returns the current simulation time.
@@ -96,7 +76,7 @@ func (w *World) Events() uint64 { return w.fired }
 
 // Pending returns the number of events that still matter: entries in the
 // event list other than those of stopped timers and of samplers.
-func (w *World) Pending() int { return len(w.heap) - w.idle - w.daemons }
+func (w *World) Pending() int { return w.q.len() - w.idle - w.daemons }
 
 // At schedules h to fire at instant at. Scheduling in the past is a bug and
 // panics. Events due at the same instant fire in the order At was called.
@@ -104,105 +84,22 @@ func (w *World) At(at Time, h Handler) {
 	if at < w.now {
 		panic("sim: BUG: At(" + at.String() + ") is before now " + w.now.String())
 	}
-	var slot uint32
-	if n := len(w.free1); n > 0 {
-		slot = w.free1[n-1]
-		w.free1 = w.free1[:n-1]
-		w.slots[slot] = h
-	} else {
-		slot = uint32(len(w.slots))
-		if slot > slotMask {
-			panic("sim: BUG: more than 16M pending events")
-		}
-		w.slots = append(w.slots, h)
-	}
 	w.seq++
 	if w.seq > maxSeq {
 		panic("sim: BUG: event sequence number overflow (2^40 events)")
 	}
-	w.heap = append(w.heap, event{at: at, key: w.seq<<slotBits | uint64(slot)})
-	w.up(len(w.heap) - 1)
+	w.q.push(w.now, at, w.seq, h)
 }
 
 // After schedules h to fire d after now.
 func (w *World) After(d Time, h Handler) { w.At(w.now+d, h) }
 
-// up restores the heap order from index i towards the root.
-func (w *World) up(i int) {
-	h := w.heap
-	e := h[i]
-	for i > 0 {
-		p := (i - 1) >> 2
-		if !e.before(h[p]) {
-			break
-		}
-		h[i] = h[p]
-		i = p
-	}
-	h[i] = e
-}
-
-// down restores the heap order from index i towards the leaves.
-func (w *World) down(i int) {
-	h := w.heap
-	n := len(h)
-	e := h[i]
-	for {
-		c := 4*i + 1
-		if c >= n {
-			break
-		}
-		m := c
-		mv := h[c]
-		if c+3 < n {
-			if v := h[c+1]; v.before(mv) {
-				m, mv = c+1, v
-			}
-			if v := h[c+2]; v.before(mv) {
-				m, mv = c+2, v
-			}
-			if v := h[c+3]; v.before(mv) {
-				m, mv = c+3, v
-			}
-		} else {
-			for j := c + 1; j < n; j++ {
-				if v := h[j]; v.before(mv) {
-					m, mv = j, v
-				}
-			}
-		}
-		if !mv.before(e) {
-			break
-		}
-		h[i] = mv
-		i = m
-	}
-	h[i] = e
-}
-
-// pop removes the earliest event and returns its time and handler.
-func (w *World) pop() (Time, Handler) {
-	h := w.heap
-	e := h[0]
-	n := len(h) - 1
-	h[0] = h[n]
-	w.heap = h[:n]
-	if n > 1 {
-		w.down(0)
-	}
-	slot := uint32(e.key & slotMask)
-	hd := w.slots[slot]
-	w.slots[slot] = nil
-	w.free1 = append(w.free1, slot)
-	return e.at, hd
-}
-
 // Step fires the earliest event and reports whether there was one.
 func (w *World) Step() bool {
-	if len(w.heap) == 0 {
+	if w.q.len() == 0 {
 		return false
 	}
-	at, h := w.pop()
+	at, h := w.q.pop(w.now)
 	w.now = at
 	w.fired++
 	h.Fire(at)
@@ -214,8 +111,8 @@ func (w *World) Step() bool {
 // clock is left at the last event that mattered.
 func (w *World) Run() {
 	w.stop = false
-	for !w.stop && len(w.heap) > w.idle+w.daemons {
-		at, h := w.pop()
+	for !w.stop && w.q.len() > w.idle+w.daemons {
+		at, h := w.q.pop(w.now)
 		w.now = at
 		w.fired++
 		h.Fire(at)
@@ -227,8 +124,8 @@ func (w *World) Run() {
 // remain.
 func (w *World) RunUntil(t Time) bool {
 	w.stop = false
-	for !w.stop && len(w.heap) > 0 && w.heap[0].at <= t {
-		at, h := w.pop()
+	for !w.stop && w.q.len() > 0 && w.q.peek(w.now) <= t {
+		at, h := w.q.pop(w.now)
 		w.now = at
 		w.fired++
 		h.Fire(at)
@@ -271,6 +168,10 @@ func (w *World) FreePacket(p *Packet) {
 	if p.next != nil {
 		panic("sim: BUG: freeing a packet that is still queued")
 	}
+	if p.hops != nil {
+		w.hopsFree = append(w.hopsFree, p.hops)
+		p.hops = nil
+	}
 	p.flags = flagFree
 	p.next = w.free
 	w.free = p
@@ -288,6 +189,22 @@ func (w *World) growPool() {
 	if w.poolStep < 4096 {
 		w.poolStep *= 2
 	}
+}
+
+// newHops returns a telemetry array from the pool.
+func (w *World) newHops() *intHops {
+	n := len(w.hopsFree)
+	if n == 0 {
+		blk := make([]intHops, 256)
+		for i := range blk {
+			w.hopsFree = append(w.hopsFree, &blk[i])
+		}
+		n = len(w.hopsFree)
+	}
+	h := w.hopsFree[n-1]
+	w.hopsFree[n-1] = nil
+	w.hopsFree = w.hopsFree[:n-1]
+	return h
 }
 
 // PoolStats reports the packet pool: packets in use now, the most ever in

@@ -1,0 +1,296 @@
+package sim
+
+import "math/bits"
+
+// eventQueue is the world's future-event list: a timing wheel for the near
+// future and a 4-ary heap for the rest, merged on (time, sequence number).
+//
+// The wheel has wheelSize buckets of bucketPs picoseconds each. An event
+// goes on the wheel when its bucket lies less than wheelSize buckets after
+// the current instant's bucket, so the wheel never holds two revolutions
+// at once and its buckets, scanned cyclically from the current one, are in
+// time order. Within a bucket events are kept sorted by (time, sequence
+// number) in an intrusive list; buckets hold a handful of events, and new
+// events almost always go at the tail. A two-level bitmap finds the next
+// non-empty bucket in a few word operations. Events further out (retry
+// timers, long links) go to the heap. Both structures are O(1) or
+// O(log n) without allocation once grown.
+//
+// Ties at one instant fire in the order they were scheduled, whichever
+// structure holds them, because both compare sequence numbers.
+type eventQueue struct {
+	// wheel
+	nodes  []node
+	freeN  int32 // head of the free node list, -1 if none
+	bkt    []bucket
+	bitmap []uint64 // bucket non-empty
+	summ   []uint64 // bitmap word non-zero
+	wcount int
+
+	// heap for the far future
+	heap  []event
+	slots []Handler
+	free1 []uint32
+}
+
+const (
+	bucketShift = 10 // 1.024 ns buckets
+	wheelBits   = 13
+	wheelSize   = 1 << wheelBits // 8.4 µs horizon
+	wheelMask   = wheelSize - 1
+	wordsPerMap = wheelSize / 64
+)
+
+// bucket is one wheel slot: an intrusive list of nodes sorted by
+// (time, sequence number).
+type bucket struct{ head, tail int32 }
+
+// node is one wheel entry.
+type node struct {
+	at   Time
+	seq  uint64
+	h    Handler
+	next int32
+}
+
+// event is one heap entry: 16 bytes, so that a node's four children share
+// one cache line. key holds the sequence number in its high 40 bits and
+// the index of the handler's slot in its low 24 bits.
+type event struct {
+	at  Time
+	key uint64
+}
+
+const (
+	slotBits = 24
+	slotMask = 1<<slotBits - 1
+	maxSeq   = 1<<(64-slotBits) - 1
+)
+
+func (e event) before(f event) bool {
+	return e.at < f.at || (e.at == f.at && e.key < f.key)
+}
+
+func (q *eventQueue) init() {
+	q.bkt = make([]bucket, wheelSize)
+	for i := range q.bkt {
+		q.bkt[i] = bucket{-1, -1}
+	}
+	q.bitmap = make([]uint64, wordsPerMap)
+	q.summ = make([]uint64, (wordsPerMap+63)/64)
+	q.nodes = make([]node, 0, 1024)
+	q.freeN = -1
+	q.heap = make([]event, 0, 256)
+	q.slots = make([]Handler, 0, 256)
+}
+
+func (q *eventQueue) len() int { return q.wcount + len(q.heap) }
+
+// push adds an event at instant at with sequence number seq; now is the
+// current instant.
+func (q *eventQueue) push(now, at Time, seq uint64, h Handler) {
+	if uint64(at>>bucketShift)-uint64(now>>bucketShift) < wheelSize {
+		q.wheelPush(at, seq, h)
+		return
+	}
+	q.heapPush(at, seq, h)
+}
+
+func (q *eventQueue) wheelPush(at Time, seq uint64, h Handler) {
+	var ni int32
+	if q.freeN >= 0 {
+		ni = q.freeN
+		q.freeN = q.nodes[ni].next
+	} else {
+		ni = int32(len(q.nodes))
+		q.nodes = append(q.nodes, node{})
+	}
+	n := &q.nodes[ni]
+	n.at, n.seq, n.h, n.next = at, seq, h, -1
+	b := int(at>>bucketShift) & wheelMask
+	bk := &q.bkt[b]
+	t := bk.tail
+	switch {
+	case t < 0: // empty bucket
+		bk.head, bk.tail = ni, ni
+		q.bitmap[b>>6] |= 1 << (b & 63)
+		q.summ[b>>12] |= 1 << ((b >> 6) & 63)
+	case q.nodes[t].at <= at: // the usual case: append
+		q.nodes[t].next = ni
+		bk.tail = ni
+	default: // sorted insert (seq is the largest so far, so ties go last)
+		prev := int32(-1)
+		cur := bk.head
+		for cur >= 0 && q.nodes[cur].at <= at {
+			prev, cur = cur, q.nodes[cur].next
+		}
+		n.next = cur
+		if prev < 0 {
+			bk.head = ni
+		} else {
+			q.nodes[prev].next = ni
+		}
+	}
+	q.wcount++
+}
+
+// wheelMin returns the index of the earliest wheel node, given that the
+// wheel is not empty and every wheel event's bucket is less than wheelSize
+// buckets after now's: the first non-empty bucket, scanning cyclically from
+// now's.
+func (q *eventQueue) wheelMin(now Time) int32 {
+	c := int(now>>bucketShift) & wheelMask
+	wi := c >> 6
+	if m := q.bitmap[wi] & (^uint64(0) << (c & 63)); m != 0 {
+		return q.bkt[wi<<6|bits.TrailingZeros64(m)].head
+	}
+	w := -1
+	if wi+1 < wordsPerMap {
+		w = q.nextWord(wi + 1)
+	}
+	if w < 0 {
+		w = q.nextWord(0) // wrapped; may be wi itself (its low bits)
+	}
+	if w < 0 {
+		panic("sim: BUG: event wheel count and bitmap disagree")
+	}
+	return q.bkt[w<<6|bits.TrailingZeros64(q.bitmap[w])].head
+}
+
+// nextWord returns the first non-empty bitmap word at or after from, -1 if
+// none.
+func (q *eventQueue) nextWord(from int) int {
+	for s := from >> 6; s < len(q.summ); s++ {
+		m := q.summ[s]
+		if s == from>>6 {
+			m &= ^uint64(0) << (from & 63)
+		}
+		if m != 0 {
+			return s<<6 | bits.TrailingZeros64(m)
+		}
+	}
+	return -1
+}
+
+// wheelPop removes node ni, the head of its bucket.
+func (q *eventQueue) wheelPop(ni int32) (Time, Handler) {
+	n := &q.nodes[ni]
+	at, h := n.at, n.h
+	b := int(at>>bucketShift) & wheelMask
+	q.bkt[b].head = n.next
+	if n.next < 0 {
+		q.bkt[b].tail = -1
+		q.bitmap[b>>6] &^= 1 << (b & 63)
+		if q.bitmap[b>>6] == 0 {
+			q.summ[b>>12] &^= 1 << ((b >> 6) & 63)
+		}
+	}
+	n.h = nil
+	n.next = q.freeN
+	q.freeN = ni
+	q.wcount--
+	return at, h
+}
+
+// peek returns the earliest event's time; the queue must not be empty.
+func (q *eventQueue) peek(now Time) Time {
+	if q.wcount == 0 {
+		return q.heap[0].at
+	}
+	at := q.nodes[q.wheelMin(now)].at
+	if len(q.heap) > 0 && q.heap[0].at < at {
+		return q.heap[0].at
+	}
+	return at
+}
+
+// pop removes the earliest event; the queue must not be empty.
+func (q *eventQueue) pop(now Time) (Time, Handler) {
+	if q.wcount == 0 {
+		return q.heapPop()
+	}
+	ni := q.wheelMin(now)
+	if len(q.heap) > 0 {
+		n := &q.nodes[ni]
+		e := q.heap[0]
+		if e.at < n.at || (e.at == n.at && e.key>>slotBits < n.seq) {
+			return q.heapPop()
+		}
+	}
+	return q.wheelPop(ni)
+}
+
+func (q *eventQueue) heapPush(at Time, seq uint64, h Handler) {
+	var slot uint32
+	if n := len(q.free1); n > 0 {
+		slot = q.free1[n-1]
+		q.free1 = q.free1[:n-1]
+		q.slots[slot] = h
+	} else {
+		slot = uint32(len(q.slots))
+		if slot > slotMask {
+			panic("sim: BUG: more than 16M far-future events")
+		}
+		q.slots = append(q.slots, h)
+	}
+	q.heap = append(q.heap, event{at: at, key: seq<<slotBits | uint64(slot)})
+	q.up(len(q.heap) - 1)
+}
+
+// up restores the heap order from index i towards the root.
+func (q *eventQueue) up(i int) {
+	h := q.heap
+	e := h[i]
+	for i > 0 {
+		p := (i - 1) >> 2
+		if !e.before(h[p]) {
+			break
+		}
+		h[i] = h[p]
+		i = p
+	}
+	h[i] = e
+}
+
+// down restores the heap order from index i towards the leaves.
+func (q *eventQueue) down(i int) {
+	h := q.heap
+	n := len(h)
+	e := h[i]
+	for {
+		c := 4*i + 1
+		if c >= n {
+			break
+		}
+		m := c
+		mv := h[c]
+		end := min(c+4, n)
+		for j := c + 1; j < end; j++ {
+			if v := h[j]; v.before(mv) {
+				m, mv = j, v
+			}
+		}
+		if !mv.before(e) {
+			break
+		}
+		h[i] = mv
+		i = m
+	}
+	h[i] = e
+}
+
+func (q *eventQueue) heapPop() (Time, Handler) {
+	h := q.heap
+	e := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	q.heap = h[:n]
+	if n > 1 {
+		q.down(0)
+	}
+	slot := uint32(e.key & slotMask)
+	hd := q.slots[slot]
+	q.slots[slot] = nil
+	q.free1 = append(q.free1, slot)
+	return e.at, hd
+}
