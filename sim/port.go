@@ -30,8 +30,8 @@ type Port struct {
 	// Hot fields first: what every packet touches, in about four cache
 	// lines.
 	w         *World
-	sw        *Switch // owner when on a switch
-	nic       *NIC    // owner when on a NIC
+	sw        *Switch  // owner when on a switch
+	nic       *NIC     // owner when on a NIC
 	peerIn    *ingress // the far end when it is a switch
 	peerNIC   *NIC     // the far end when it is a NIC
 	busyUntil Time
