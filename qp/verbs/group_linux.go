@@ -217,21 +217,6 @@ func (g *group) connect(q *qpEnd, remote bootstrap.Endpoint, mtu units.Bytes, fl
 	return nil
 }
 
-// pathMTU is the smaller of the two ports' MTUs, capped by the config.
-func pathMTU(local units.Bytes, remote uint32, cap units.Bytes) (units.Bytes, error) {
-	m := local
-	if r := units.Bytes(remote); r < m {
-		m = r
-	}
-	if cap != 0 && cap < m {
-		m = cap
-	}
-	if mtuEnum(m) == 0 {
-		return 0, fmt.Errorf("verbs: no common path MTU (local %d, remote %d, QPConfig.MTU %d)", int64(local), remote, int64(cap))
-	}
-	return m, nil
-}
-
 // randPSN returns a random 24-bit packet sequence number.
 func randPSN() uint32 {
 	var b [4]byte

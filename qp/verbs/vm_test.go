@@ -54,7 +54,7 @@ type pair struct {
 
 type pairOpts struct {
 	region    func(h *Host, size units.Bytes) (*Buffer, error) // ListenConfig.Region
-	nics      int // paths' NICs (default all)
+	nics      int                                              // paths' NICs (default all)
 	qpsPerNIC int
 	size      units.Bytes
 	access    Access
