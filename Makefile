@@ -28,7 +28,9 @@ build:
 run: build
 	./bin/mptx demo
 
-test: deps
+include telemetry.mk
+
+test: deps jaeger
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
 
