@@ -153,7 +153,7 @@ var topoFields = map[string][]string{
 
 func (v *validator) onlyFields(prefix, kindDesc string, t reflect.Type, allowed []string) error {
 	for _, f := range yamlFields(t) {
-		if f == "kind" || f == "name" || slices.Contains(allowed, f) {
+		if f == "kind" || f == "name" || f == "class" || slices.Contains(allowed, f) {
 			continue
 		}
 		if v.set(join(prefix, f)) {
@@ -528,6 +528,18 @@ func (v *validator) workload(i int) error {
 	}
 	if w.Name == "" {
 		w.Name = w.Kind
+	}
+	if w.Class == "" {
+		w.Class = ClassTensor
+		if w.Kind == WorkBackground {
+			w.Class = ClassBackground
+		}
+	}
+	if w.Class != ClassTensor && w.Class != ClassBackground {
+		return v.fail(f("class"), w.Class, oneOf([]string{ClassTensor, ClassBackground}))
+	}
+	if w.Kind == WorkFailure && v.set(f("class")) {
+		return v.fail(f("class"), w.Class, "does not apply to a failure workload")
 	}
 	if w.Repeat < 0 || w.Repeat > 10000 {
 		return v.fail(f("repeat"), strconv.Itoa(w.Repeat), "want a whole number in [1, 10000]")

@@ -79,6 +79,9 @@ type FlowResult struct {
 	// standalone FCT: base RTT + bytes with headers / bottleneck rate).
 	IdealNs int64 `json:"ideal_ns"`
 	Done    bool  `json:"done"`
+	// Err says why the flow failed (empty if it completed or was still
+	// running when the run stopped).
+	Err string `json:"err,omitempty"`
 	// PG and DPort come from ns-3 flow files, for fct.txt.
 	PG    int `json:"pg,omitempty"`
 	DPort int `json:"dport,omitempty"`

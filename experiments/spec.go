@@ -200,6 +200,10 @@ type Workload struct {
 	Kind string `yaml:"kind" json:"kind"`
 	// Name labels the workload's flows in results; default the kind.
 	Name string `yaml:"name" json:"name"`
+	// Class is how results count the workload's flows: tensor (measured:
+	// the FCT and slowdown columns) or background (load: the bg columns).
+	// Default background for background workloads, tensor otherwise.
+	Class string `yaml:"class" json:"class"`
 
 	// Hosts restricts permutation, all-to-all and background to a host
 	// set; default all hosts.

@@ -25,7 +25,7 @@ type PolicySummary struct {
 	PFCPauses, PFCPausedUs   float64
 	ECNMarks, CNPs, Drops    float64
 	RetxBytes, MaxQueueBytes float64
-	BgFlows                  int
+	BgFlows, BgCompleted     int
 	BgFCTP99Us               float64
 
 	// FCTsUs are the pooled, sorted tensor completion times (for CDFs).
@@ -78,6 +78,7 @@ func summariseScenario(rs []*Result) ScenarioSummary {
 		p.Flows += r.Row.Flows
 		p.Completed += r.Row.Completed
 		p.BgFlows += r.Row.BgFlows
+		p.BgCompleted += r.Row.BgCompleted
 		p.GoodputGbps += r.Row.GoodputGbps
 		p.PFCPauses += float64(r.Row.PFCPauses)
 		p.PFCPausedUs += r.Row.PFCPausedUs
@@ -137,18 +138,26 @@ func (s *ScenarioSummary) Table(w io.Writer) {
 	head := []string{"policy", "done", "FCT p50 (µs)", "FCT p99 (µs)", "slowdown p50", "slowdown p99", "goodput (Gbps)",
 		"PFC pauses", "paused (µs)", "ECN marks", "drops", "retx (KiB)", "max queue (KiB)"}
 	if bg {
-		head = append(head, "bg FCT p99 (µs)")
+		head = append(head, "bg done", "bg FCT p99 (µs)")
 	}
 	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat("---|", len(head)))
 	for _, p := range s.Policies {
+		fct := []string{num(p.FCTP50Us), num(p.FCTP99Us), num(p.SlowdownP50), num(p.SlowdownP99), num(p.GoodputGbps)}
+		if p.Completed == 0 {
+			fct = []string{"–", "–", "–", "–", "–"}
+		}
 		cells := []string{
 			p.Policy, fmt.Sprintf("%d/%d", p.Completed, p.Flows),
-			num(p.FCTP50Us), num(p.FCTP99Us), num(p.SlowdownP50), num(p.SlowdownP99), num(p.GoodputGbps),
+			fct[0], fct[1], fct[2], fct[3], fct[4],
 			num(p.PFCPauses), num(p.PFCPausedUs), num(p.ECNMarks), num(p.Drops),
 			num(p.RetxBytes / 1024), num(p.MaxQueueBytes / 1024),
 		}
 		if bg {
-			cells = append(cells, num(p.BgFCTP99Us))
+			bgp99 := num(p.BgFCTP99Us)
+			if p.BgCompleted == 0 {
+				bgp99 = "–"
+			}
+			cells = append(cells, fmt.Sprintf("%d/%d", p.BgCompleted, p.BgFlows), bgp99)
 		}
 		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
 	}
@@ -167,8 +176,8 @@ func (s *ScenarioSummary) Markdown(w io.Writer, plots []string) {
 	}
 	fmt.Fprintf(w, "%d policies × %d seeds = %d runs. Completion-time percentiles pool every seed's tensor flows; other columns are means over seeds. Slowdown is completion time over the flow's ideal (alone on an empty path).\n\n", len(s.Policies), s.Seeds, runs)
 	s.Table(w)
-	if best, ok := s.Best(); ok {
-		fmt.Fprintf(w, "\nLowest p99 completion time: **%s** (%s µs).\n", best.Policy, num(best.FCTP99Us))
+	if line := s.BestLine(); line != "" {
+		fmt.Fprintf(w, "\n%s\n", line)
 	}
 	if len(plots) > 0 {
 		fmt.Fprintf(w, "\n## Plots\n\n")
@@ -192,6 +201,26 @@ func (s *ScenarioSummary) Best() (PolicySummary, bool) {
 		}
 	}
 	return best, found
+}
+
+// BestLine names the policy with the lowest p99 completion time and any
+// within 0.5% of it ("" when no policy completed every flow).
+func (s *ScenarioSummary) BestLine() string {
+	best, ok := s.Best()
+	if !ok {
+		return ""
+	}
+	var ties []string
+	for _, p := range s.Policies {
+		if p.Policy != best.Policy && p.Flows > 0 && p.Completed == p.Flows && p.FCTP99Us <= best.FCTP99Us*1.005 {
+			ties = append(ties, p.Policy)
+		}
+	}
+	line := fmt.Sprintf("Lowest p99 completion time: **%s** (%s µs)", best.Policy, num(best.FCTP99Us))
+	if len(ties) > 0 {
+		line += fmt.Sprintf("; within 0.5%%: %s", strings.Join(ties, ", "))
+	}
+	return line + "."
 }
 
 // num formats a table number compactly: integers as such, others with

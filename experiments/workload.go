@@ -93,11 +93,7 @@ type generator struct {
 }
 
 func (gen *generator) add(src, dst int, size Size, start time.Duration) *Flow {
-	class := ClassTensor
-	if gen.w.Kind == WorkBackground {
-		class = ClassBackground
-	}
-	gen.tr.Flows = append(gen.tr.Flows, Flow{Src: src, Dst: dst, Size: size, Start: start, Class: class, Workload: gen.wi})
+	gen.tr.Flows = append(gen.tr.Flows, Flow{Src: src, Dst: dst, Size: size, Start: start, Class: gen.w.Class, Workload: gen.wi})
 	return &gen.tr.Flows[len(gen.tr.Flows)-1]
 }
 
@@ -190,6 +186,7 @@ func (gen *generator) run() error {
 				f.Signals[i] += base
 			}
 			f.Workload = gen.wi
+			f.Class = w.Class
 			f.Start += w.Start.D()
 			gen.tr.Flows = append(gen.tr.Flows, f)
 		}

@@ -175,8 +175,8 @@ func printSummaries(w io.Writer, sums []experiments.ScenarioSummary, out string)
 		}
 		fmt.Fprintln(w)
 		s.Table(w)
-		if best, ok := s.Best(); ok {
-			fmt.Fprintf(w, "\nLowest p99 completion time: %s (%.1f µs)\n", best.Policy, best.FCTP99Us)
+		if line := s.BestLine(); line != "" {
+			fmt.Fprintf(w, "\n%s\n", strings.ReplaceAll(line, "**", ""))
 		}
 		fmt.Fprintf(w, "Summary and plots: %s\n", filepath.Join(out, s.Scenario, "summary.md"))
 	}
