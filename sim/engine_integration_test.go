@@ -214,5 +214,3 @@ func TestEngineSoftwareDCQCNFair(t *testing.T) {
 		t.Errorf("mean queue %.0f B, want between 0.85·Kmin %v and Kmax %v", meanQ, ecn.Kmin, ecn.Kmax)
 	}
 }
-
-
