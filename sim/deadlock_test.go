@@ -15,7 +15,7 @@ import (
 // hB→hA via C, hC→hB via A — so each ring link carries one flow's first
 // hop and another's second hop, and the ring's three egress queues each
 // wait on the next one's ingress buffer.
-func ring(t *testing.T, wd sim.WatchdogConfig) (*sim.World, *sim.Network, []*bulk, []*sim.Port) {
+func ring(t *testing.T, wd sim.WatchdogConfig, size units.Bytes) (*sim.World, *sim.Network, []*bulk, []*sim.Port) {
 	t.Helper()
 	w := sim.NewWorld(13)
 	net := sim.NewNetwork(w)
@@ -56,7 +56,7 @@ func ring(t *testing.T, wd sim.WatchdogConfig) (*sim.World, *sim.Network, []*bul
 	for i := range sw {
 		c, _, err := simqp.Connect(net, hosts[i], hosts[(i+2)%3], simqp.Options{QPs: 1})
 		mustT(t, err)
-		b := newBulk(w, c, 64*units.MiB, units.MiB, 8)
+		b := newBulk(w, c, size, units.MiB, 8)
 		d := simqp.Drive(w, b)
 		c.SetNotify(d.Notify)
 		bs = append(bs, b)
@@ -69,7 +69,7 @@ func ring(t *testing.T, wd sim.WatchdogConfig) (*sim.World, *sim.Network, []*bul
 // three ports of the cycle once they have been paused for its threshold.
 func TestDeadlock(t *testing.T) {
 	const th = 500 * sim.Microsecond
-	w, net, bs, cyc := ring(t, sim.WatchdogConfig{Threshold: th})
+	w, net, bs, cyc := ring(t, sim.WatchdogConfig{Threshold: th}, 64*units.MiB)
 	w.RunUntil(5 * sim.Millisecond)
 	var before []units.Bytes
 	for _, b := range bs {
@@ -110,15 +110,19 @@ func TestDeadlock(t *testing.T) {
 // "drop"); go-back-N resends them and all three flows finish.
 func TestDeadlockRecovery(t *testing.T) {
 	const th = 500 * sim.Microsecond
-	w, net, bs, cyc := ring(t, sim.WatchdogConfig{Threshold: th, Recover: true, Restore: th})
+	size := 64 * units.MiB
+	if testing.Short() || raceEnabled {
+		size = 16 * units.MiB
+	}
+	w, net, bs, cyc := ring(t, sim.WatchdogConfig{Threshold: th, Recover: true, Restore: th}, size)
 	w.RunUntil(2 * sim.Second)
 	var drops uint64
 	for _, p := range cyc {
 		drops += p.Counters().WatchdogDrops
 	}
 	for i, b := range bs {
-		if b.done != 64*units.MiB {
-			t.Errorf("flow %d delivered %v of 64MiB with watchdog recovery", i, b.done)
+		if b.done != size {
+			t.Errorf("flow %d delivered %v of %v with watchdog recovery", i, b.done, size)
 		}
 	}
 	t.Logf("%d watchdog reports, %d packets dropped by recovery; flows done at %v %v %v",

@@ -24,7 +24,7 @@ import (
 // mean must be within 4 standard errors of the expectation.
 func TestECMPCollisions(t *testing.T) {
 	trials := 300
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		trials = 100
 	}
 	for _, tc := range []struct{ H, S int }{{8, 8}, {16, 4}, {4, 16}, {32, 32}} {
@@ -79,11 +79,15 @@ func TestSpray(t *testing.T) {
 		mustT(t, err)
 		c, _, err := simqp.Connect(tp.Net, tp.Hosts[0], tp.Hosts[1], simqp.Options{})
 		mustT(t, err)
-		b := newBulk(w, c, 16*units.MiB, units.MiB, 4)
+		size := 16 * units.MiB
+		if testing.Short() || raceEnabled {
+			size = 4 * units.MiB
+		}
+		b := newBulk(w, c, size, units.MiB, 4)
 		d := simqp.Drive(w, b)
 		c.SetNotify(d.Notify)
 		w.Run()
-		if b.done != 16*units.MiB {
+		if b.done != size {
 			t.Fatalf("spray=%v: delivered %v", spray, b.done)
 		}
 		var counts []float64
