@@ -52,6 +52,7 @@ type Sender struct {
 	eng    *multipath.Engine
 	cfg    SenderConfig
 	intr   qp.INTReader
+	rl     qp.RateLimiter
 	acts   []multipath.Action
 	cqes   []qp.Completion
 	wrs    [][]qp.SendWR // per path batch
@@ -98,11 +99,19 @@ func NewSender(conn qp.Conn, cfg SenderConfig) (*Sender, error) {
 			return nil, fmt.Errorf("mptx: SenderConfig.Engine.MaxWRPerPath = %d exceeds the backend's send queue (valid: 1..%d)", cfg.Engine.MaxWRPerPath, limit)
 		}
 	}
+	var rl qp.RateLimiter
+	if cfg.Engine.Pacing.Hardware {
+		var ok bool
+		rl, ok = conn.(qp.RateLimiter)
+		if !ok || !conn.Caps().HWRateLimit {
+			return nil, fmt.Errorf("mptx: SenderConfig.Engine.Pacing.Hardware is set but the backend has no per-QP hardware rate limit (Caps.HWRateLimit false); use software pacing")
+		}
+	}
 	eng, err := multipath.New(cfg.Engine)
 	if err != nil {
 		return nil, err
 	}
-	s := &Sender{conn: conn, eng: eng, cfg: cfg}
+	s := &Sender{conn: conn, eng: eng, cfg: cfg, rl: rl}
 	s.intr, _ = conn.(qp.INTReader)
 	s.acts = make([]multipath.Action, cfg.Batch)
 	s.cqes = make([]qp.Completion, cfg.Batch)
@@ -213,6 +222,10 @@ func (s *Sender) execute(now vtime.Time, acts []multipath.Action) {
 	for i := range acts {
 		a := &acts[i]
 		switch a.Kind {
+		case multipath.ActSetRate:
+			if err := s.rl.SetRate(a.Path, a.Rate); err != nil {
+				s.stats.PostErrors++
+			}
 		case multipath.ActPost, multipath.ActProbe:
 			wr := qp.SendWR{ID: a.WorkID, Op: qp.OpWrite, Local: a.Local, Remote: a.Remote, Len: a.Len}
 			if a.HasImm {

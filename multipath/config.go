@@ -80,6 +80,12 @@ type PacingConfig struct {
 	// Disabled turns pacing off: segments go out as fast as the window
 	// allows (the NIC then bursts at line rate).
 	Disabled bool
+	// Hardware paces in the NIC instead (ibv_modify_qp_rate_limit(3), the
+	// simulator's per-QP rate limit): no software buckets, each chunk is
+	// posted as one work request unless Config.Segment is set, and
+	// Actions emits ActSetRate whenever a path's CC rate changes so the
+	// driver can program the queue pair.
+	Hardware bool
 	// Burst is the bucket depth per path; 0 takes pacing's default, which
 	// stays below PFCXoff (see package pacing).
 	Burst units.Bytes

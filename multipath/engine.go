@@ -198,6 +198,9 @@ type path struct {
 	alg       cc.Algorithm
 	pacer     *pacing.Pacer // nil when pacing is disabled
 	pacedRate units.BitRate
+	eff       float64       // effective rate, bytes/ns (refreshRate)
+	hwRate    units.BitRate // Pacing.Hardware: the rate to program
+	hwDirty   bool          // hwRate changed since the last ActSetRate
 	portRate  units.BitRate
 	port      *pacing.Port // shared by paths on one NIC; nil when disabled
 
@@ -372,7 +375,13 @@ func (e *Engine) initPath(i int) error {
 		Segment: e.cfg.Segment,
 	}
 	seg := e.cfg.Segment
-	if !e.cfg.Pacing.Disabled {
+	if e.cfg.Pacing.Hardware {
+		if seg == 0 {
+			seg = chunk.MaxSize
+		}
+		p.hwRate = min(alg.Rate(), pc.LineRate)
+		p.hwDirty = true
+	} else if !e.cfg.Pacing.Disabled {
 		pc, err := pacing.New(pcfg)
 		if err != nil {
 			return fmt.Errorf("multipath: path %d (%s): %w", i, p.cfg.Name, err)
@@ -406,6 +415,7 @@ func (e *Engine) initPath(i int) error {
 	if e.segment == 0 || seg < e.segment {
 		e.segment = seg
 	}
+	p.eff = float64(min(alg.Rate(), pc.LineRate)) / 8e9
 	p.maxInFlight = e.cfg.MaxInFlight
 	if p.maxInFlight == 0 {
 		p.maxInFlight = max(2*pc.LineRate.BytesIn(pc.BaseRTT), pc.MTU)
@@ -603,9 +613,16 @@ func (e *Engine) sample(now vtime.Time, p *path, n units.Bytes, postAt vtime.Tim
 	e.syncRate(now, p)
 }
 
-// syncRate pushes the CC rate into the path's pacer.
+// syncRate pushes the CC rate into the path's pacer (or marks it for an
+// ActSetRate with hardware pacing) and refreshes the cached effective rate.
 func (e *Engine) syncRate(now vtime.Time, p *path) {
+	e.refreshRate(p)
 	if p.pacer == nil {
+		if e.cfg.Pacing.Hardware {
+			if r := min(p.alg.Rate(), p.cfg.LineRate); r != p.hwRate {
+				p.hwRate, p.hwDirty = r, true
+			}
+		}
 		return
 	}
 	r := min(p.alg.Rate(), p.cfg.LineRate)
@@ -791,6 +808,16 @@ func (e *Engine) Actions(now vtime.Time, dst []Action) int {
 		n++
 	}
 	n = e.probes(now, dst, n)
+	if e.cfg.Pacing.Hardware {
+		for i := range e.paths {
+			p := &e.paths[i]
+			if p.hwDirty && n < len(dst) {
+				p.hwDirty = false
+				dst[n] = Action{Kind: ActSetRate, Path: i, Rate: p.hwRate}
+				n++
+			}
+		}
+	}
 	for n < len(dst) {
 		progress := false
 		np := len(e.paths)
@@ -916,6 +943,12 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 	// Read the pacers once per call and settle once at the end: a burst
 	// of several segments costs two bucket reads and two updates, not
 	// four per segment.
+	// Cheap checks first: a path whose window or send queue is full needs
+	// no pacer reads.
+	if first := min(e.segment, clen-ch.posted); (p.inflight > 0 && p.inflight+first > win+2*e.segment) ||
+		p.wrOut >= e.cfg.MaxWRPerPath || e.freeWork < 0 || ch.posted >= clen {
+		return n, false
+	}
 	avail, pb, qb := units.MaxBytes, units.MaxBytes, units.MaxBytes
 	if p.pacer != nil {
 		pb, qb = p.pacer.Budget(now), p.port.Budget(now)
@@ -1030,12 +1063,19 @@ func (e *Engine) freeWorkSlot(idx int) {
 
 // free reports whether path p can take a new chunk.
 func (e *Engine) free(p *path) bool {
-	return p.state == PathUp && !p.hasActive && (p.inflight == 0 || p.inflight < e.window(p)+e.segment) &&
-		p.wrOut < e.cfg.MaxWRPerPath
+	return p.state == PathUp && !p.hasActive && p.wrOut < e.cfg.MaxWRPerPath &&
+		(p.inflight == 0 || p.inflight < e.window(p)+e.segment)
 }
 
-// effRate is path p's effective rate in bytes per nanosecond.
-func (e *Engine) effRate(p *path) float64 {
+// effRate is path p's effective rate in bytes per nanosecond, as cached
+// by refreshRate.
+func (e *Engine) effRate(p *path) float64 { return p.eff }
+
+// refreshRate recomputes p's effective rate after anything it depends on
+// changed (a completion, a CC event).
+func (e *Engine) refreshRate(p *path) { p.eff = e.computeEffRate(p) }
+
+func (e *Engine) computeEffRate(p *path) float64 {
 	r := min(p.rateEst, p.alg.Rate(), p.cfg.LineRate)
 	if s := p.srtt; s > 0 {
 		if w := p.alg.Window(); w < units.MaxBytes {
@@ -1065,13 +1105,23 @@ func (e *Engine) finish(now vtime.Time, p *path, c units.Bytes, r float64) (f, b
 
 // pick chooses the path for the next pending chunk, -1 to wait.
 func (e *Engine) pick(now vtime.Time) int {
+	var freeSet [MaxPaths]bool
+	anyFree := false
+	for i := range e.paths {
+		if e.free(&e.paths[i]) {
+			freeSet[i], anyFree = true, true
+		}
+	}
+	if !anyFree {
+		return -1
+	}
 	c := e.peekLen()
 	switch e.cfg.Policy {
 	case RoundRobin:
 		np := len(e.paths)
 		for k := 1; k <= np; k++ {
 			i := (e.lastPath + k) % np
-			if e.free(&e.paths[i]) {
+			if freeSet[i] {
 				e.lastPath = i
 				return i
 			}
@@ -1081,7 +1131,7 @@ func (e *Engine) pick(now vtime.Time) int {
 		var cand [MaxPaths]int8
 		m := 0
 		for i := range e.paths {
-			if e.free(&e.paths[i]) {
+			if freeSet[i] {
 				cand[m] = int8(i)
 				m++
 			}
@@ -1094,7 +1144,7 @@ func (e *Engine) pick(now vtime.Time) int {
 		best := -1
 		for i := range e.paths {
 			p := &e.paths[i]
-			if e.free(p) && (best < 0 || p.srtt < e.paths[best].srtt) {
+			if freeSet[i] && (best < 0 || p.srtt < e.paths[best].srtt) {
 				best = i
 			}
 		}
@@ -1103,7 +1153,7 @@ func (e *Engine) pick(now vtime.Time) int {
 		var cand [MaxPaths]int8
 		m := 0
 		for i := range e.paths {
-			if e.free(&e.paths[i]) {
+			if freeSet[i] {
 				cand[m] = int8(i)
 				m++
 			}
@@ -1148,7 +1198,7 @@ func (e *Engine) pick(now vtime.Time) int {
 		f[i] = fi
 		sumR += r
 		sumB += b
-		if fi < bestF && e.free(p) {
+		if fi < bestF && freeSet[i] {
 			best, bestF, bestR, bestB = i, fi, r, b
 		}
 	}

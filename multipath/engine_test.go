@@ -397,3 +397,37 @@ func TestPolicies(t *testing.T) {
 type recorder struct{ events []Event }
 
 func (r *recorder) Record(ev *Event) { r.events = append(r.events, *ev) }
+
+func TestHardwarePacingSetsRates(t *testing.T) {
+	rates := []units.BitRate{10 * units.Gbps, 10 * units.Gbps}
+	f := newFakeNet(t, Config{CC: "dcqcn", Pacing: PacingConfig{Hardware: true}}, rates, 10*time.Microsecond)
+	f.trace = &bytes.Buffer{}
+	var setRates []Action
+	f.submit(1, 16*units.MiB, 4*units.MiB)
+	n := f.e.Actions(f.now, f.acts)
+	for _, a := range f.acts[:n] {
+		switch a.Kind {
+		case ActSetRate:
+			setRates = append(setRates, a)
+		case ActPost:
+			if a.Len != 4*units.MiB {
+				t.Errorf("hardware pacing posted a %v work request, want whole 4MiB chunks", a.Len)
+			}
+		}
+	}
+	if len(setRates) != 2 || setRates[0].Rate != 10*units.Gbps {
+		t.Fatalf("initial ActSetRate actions = %+v, want one per path at line rate", setRates)
+	}
+	f.e.OnCounters(f.now, 0, 0, 0)
+	f.e.OnCounters(f.now.Add(time.Microsecond), 0, 0, 3)
+	n = f.e.Actions(f.now.Add(time.Microsecond), f.acts)
+	got := false
+	for _, a := range f.acts[:n] {
+		if a.Kind == ActSetRate && a.Path == 0 && a.Rate < 10*units.Gbps {
+			got = true
+		}
+	}
+	if !got {
+		t.Errorf("no lower ActSetRate for path 0 after CNPs: %+v", f.acts[:n])
+	}
+}

@@ -29,6 +29,9 @@ const (
 	// ActFailed: transfer Transfer failed; Err says why, naming each path
 	// and why it was lost.
 	ActFailed
+	// ActSetRate: program Path's hardware rate limit to Rate (only with
+	// PacingConfig.Hardware).
+	ActSetRate
 )
 
 // String returns the kind's name.
@@ -42,6 +45,8 @@ func (k ActionKind) String() string {
 		return "done"
 	case ActFailed:
 		return "failed"
+	case ActSetRate:
+		return "set-rate"
 	}
 	return "unknown"
 }
@@ -59,8 +64,9 @@ type Action struct {
 	Len      units.Bytes
 	HasImm   bool   // post as WRITE WITH IMM carrying ImmData
 	ImmData  uint32 // chunk.EncodeImm(slot, chunk)
-	Attempt  uint16 // 1 for the first try of the chunk, 2+ after requeues
-	Err      error  // for ActFailed
+	Attempt  uint16        // 1 for the first try of the chunk, 2+ after requeues
+	Rate     units.BitRate // for ActSetRate
+	Err      error         // for ActFailed
 }
 
 // EventKind classifies recorder events.
