@@ -62,8 +62,8 @@ type Action struct {
 	Local    units.Bytes // offset into the local send region (TransferSpec.Local + Offset)
 	Remote   units.Bytes // offset into the remote region (TransferSpec.Remote + Offset)
 	Len      units.Bytes
-	HasImm   bool   // post as WRITE WITH IMM carrying ImmData
-	ImmData  uint32 // chunk.EncodeImm(slot, chunk)
+	HasImm   bool          // post as WRITE WITH IMM carrying ImmData
+	ImmData  uint32        // chunk.EncodeImm(slot, chunk)
 	Attempt  uint16        // 1 for the first try of the chunk, 2+ after requeues
 	Rate     units.BitRate // for ActSetRate
 	Err      error         // for ActFailed
