@@ -469,13 +469,16 @@ func (v *validator) stopAndSample() error {
 	}
 	sa := &v.s.Sample
 	if sa.Interval == 0 {
-		sa.Interval = Duration(max(st.Time.D()/400, time.Microsecond))
+		sa.Interval = Duration(10 * time.Microsecond)
+	}
+	if sa.Interval.D() < 100*time.Nanosecond {
+		return v.fail("sample.interval", sa.Interval.String(), "want at least 100ns")
 	}
 	if sa.Interval > st.Time {
 		return v.fail("sample.interval", sa.Interval.String(), "must not exceed stop.time "+st.Time.String())
 	}
-	if st.Time.D()/sa.Interval.D() > 100000 {
-		return v.fail("sample.interval", sa.Interval.String(), "too fine: more than 100000 samples per run; raise it to at least "+(st.Time.D()/100000).String())
+	if st.Time.D()/sa.Interval.D() > 10000000 {
+		return v.fail("sample.interval", sa.Interval.String(), "too fine: more than 10^7 samples per run; raise it to at least "+(st.Time.D()/10000000).String())
 	}
 	for _, b := range []**bool{&sa.Queues, &sa.Paths, &sa.CC} {
 		if *b == nil {

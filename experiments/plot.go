@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -110,9 +111,35 @@ func newPlot(title, xl, yl string) *plot.Plot {
 	p.Title.Text = title
 	p.X.Label.Text = xl
 	p.Y.Label.Text = yl
+	p.X.Tick.Marker = compactTicks{plot.DefaultTicks{}}
+	p.Y.Tick.Marker = compactTicks{plot.DefaultTicks{}}
 	p.Legend.Top = true
+	p.Legend.TextStyle.Font.Size = vg.Points(9)
 	p.Add(plotter.NewGrid())
 	return p
+}
+
+// compactTicks relabels ticks with the fewest digits that tell them apart
+// ("2500", not "2500.00").
+type compactTicks struct{ plot.Ticker }
+
+func (c compactTicks) Ticks(lo, hi float64) []plot.Tick {
+	ts := c.Ticker.Ticks(lo, hi)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'g', 6, 64)
+		}
+	}
+	return ts
+}
+
+// roomForLegend widens the x axis so a top-right legend of n entries sits
+// beside the data rather than on it.
+func roomForLegend(p *plot.Plot, n int) {
+	if n == 0 || p.X.Max <= p.X.Min {
+		return
+	}
+	p.X.Max += (p.X.Max - p.X.Min) * min(0.15+0.02*float64(n), 0.45)
 }
 
 func addLine(p *plot.Plot, i int, name string, xy plotter.XYs) {
@@ -174,6 +201,8 @@ func queueCompare(s *ScenarioSummary, first map[string]*Result) *plot.Plot {
 	if !drawn {
 		return nil
 	}
+	roomForLegend(p, len(s.Policies))
+	p.Legend.Left = false
 	return p
 }
 
@@ -185,6 +214,7 @@ func timePlot(title, unit string, traces []Trace) *plot.Plot {
 	if len(traces) > maxTraces {
 		p.Title.Text += fmt.Sprintf(" (first %d of %d)", maxTraces, len(traces))
 	}
+	roomForLegend(p, min(len(traces), maxTraces))
 	p.Legend.Left = false
 	return p
 }

@@ -97,7 +97,8 @@ type Trace struct {
 // Series are a run's sampled time series, for plots.
 type Series struct {
 	IntervalUs float64 `json:"interval_us"`
-	// Throughput is per path (per connection and QP) in Gbit/s.
+	// Throughput is per path (per connection and QP) in Gbit/s: payload
+	// the path's receiver accepted in order, averaged over 5 intervals.
 	Throughput []Trace `json:"throughput_gbps,omitempty"`
 	// Queues are the deepest switch egress queues, in bytes.
 	Queues []Trace `json:"queue_bytes,omitempty"`

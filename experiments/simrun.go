@@ -480,9 +480,9 @@ type sampler struct {
 	t        []float64
 
 	// throughput: up to maxTraces paths of the first connections
-	tp     []pathRef
-	tpLast []units.Bytes
-	tpV    [][]float64
+	tp  []pathRef
+	tpB [][]units.Bytes // cumulative bytes received in order, per sample
+	tpV [][]float64
 
 	// window and rate: the paths of the first tensor connection
 	cc       *simConn
@@ -492,6 +492,12 @@ type sampler struct {
 	ports []*sim.Port
 	qV    [][]float64
 }
+
+// tpWindow is how many samples a throughput point averages over.
+const tpWindow = 5
+
+// MaxPoints bounds the points kept per time series.
+const MaxPoints = 1000
 
 type pathRef struct {
 	c    *simConn
@@ -507,7 +513,7 @@ func newSampler(r *simRun) *sampler {
 				s.tp = append(s.tp, pathRef{c, p})
 			}
 		}
-		s.tpLast = make([]units.Bytes, len(s.tp))
+		s.tpB = make([][]units.Bytes, len(s.tp))
 		s.tpV = make([][]float64, len(s.tp))
 	}
 	if *sa.CC {
@@ -534,11 +540,19 @@ func newSampler(r *simRun) *sampler {
 
 func (s *sampler) sample(now sim.Time) {
 	s.t = append(s.t, float64(now-sim.Start)/float64(sim.Microsecond))
-	secs := float64(s.interval) / float64(sim.Second)
+	// Throughput is the payload the path's responder accepted in order
+	// over the last tpWindow samples (packet-grained, unlike chunk acks).
+	k := len(s.t) - 1
+	span := min(k+1, tpWindow)
+	secs := float64(span) * float64(s.interval) / float64(sim.Second)
 	for i, pr := range s.tp {
-		b := pr.c.snd.Engine().Stats(pr.path).Bytes
-		s.tpV[i] = append(s.tpV[i], float64(b-s.tpLast[i])*8/secs/1e9)
-		s.tpLast[i] = b
+		b := units.Bytes(pr.c.conn.PeerQPs()[pr.path].Counters().RxBytes)
+		s.tpB[i] = append(s.tpB[i], b)
+		prev := units.Bytes(0)
+		if k >= tpWindow {
+			prev = s.tpB[i][k-tpWindow]
+		}
+		s.tpV[i] = append(s.tpV[i], float64(b-prev)*8/secs/1e9)
 	}
 	if s.cc != nil {
 		nicCC := s.r.run.Policy.CC == CCNICDCQCN
@@ -559,6 +573,35 @@ func (s *sampler) sample(now sim.Time) {
 	}
 }
 
+// bucket reduces every step consecutive values to their mean (or maximum),
+// skipping NaNs; a bucket of NaNs stays NaN.
+func bucket(v []float64, step int, useMax bool) []float64 {
+	out := make([]float64, 0, (len(v)+step-1)/step)
+	for i := 0; i < len(v); i += step {
+		acc, n := 0.0, 0
+		for _, x := range v[i:min(i+step, len(v))] {
+			if math.IsNaN(x) {
+				continue
+			}
+			if useMax {
+				acc = max(acc, x)
+			} else {
+				acc += x
+			}
+			n++
+		}
+		switch {
+		case n == 0:
+			out = append(out, math.NaN())
+		case useMax:
+			out = append(out, acc)
+		default:
+			out = append(out, acc/float64(n))
+		}
+	}
+	return out
+}
+
 // finite maps the "unlimited" sentinel to NaN, which plots skip.
 func finite(v, unlimited float64) float64 {
 	if v >= unlimited {
@@ -571,7 +614,23 @@ func (s *sampler) series() *Series {
 	if len(s.t) == 0 {
 		return nil
 	}
-	out := &Series{IntervalUs: float64(s.interval) / float64(sim.Microsecond)}
+	// Downsample long runs to MaxPoints buckets: means for rates and
+	// windows, maxima for queues (a queue's peak is what matters).
+	step := (len(s.t) + MaxPoints - 1) / MaxPoints
+	if step > 1 {
+		t := bucket(s.t, step, false)
+		for i := range s.tpV {
+			s.tpV[i] = bucket(s.tpV[i], step, false)
+		}
+		for p := range s.win {
+			s.win[p], s.rat[p] = bucket(s.win[p], step, false), bucket(s.rat[p], step, false)
+		}
+		for i := range s.qV {
+			s.qV[i] = bucket(s.qV[i], step, true)
+		}
+		s.t = t
+	}
+	out := &Series{IntervalUs: float64(s.interval) / float64(sim.Microsecond) * float64(step)}
 	for i, pr := range s.tp {
 		out.Throughput = append(out.Throughput, trace(fmt.Sprintf("h%d→h%d qp%d", pr.c.key.src, pr.c.key.dst, pr.path), s.t, s.tpV[i]))
 	}

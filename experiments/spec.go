@@ -298,7 +298,9 @@ type StopConfig struct {
 
 // SampleConfig says what to record over time for plots.
 type SampleConfig struct {
-	// Interval is the sampling period; default stop.time / 400.
+	// Interval is the sampling period; default 10us. Runs keep at most
+	// MaxPoints points per series, averaging (queues: taking the maximum
+	// of) neighbouring samples when a run is longer.
 	Interval Duration `yaml:"interval" json:"interval"`
 	// Queues, Paths and CC select switch queue depths, per-path
 	// throughput and per-path window/rate; each defaults to true.
