@@ -172,3 +172,8 @@ func mustT(t testing.TB, err error) {
 		t.Fatal(err)
 	}
 }
+
+// stepFunc adapts a function to simqp.Stepper (no timers).
+type stepFunc func()
+
+func (f stepFunc) Step(vtime.Time) vtime.Time { f(); return 0 }

@@ -1,0 +1,116 @@
+// Package sim is a packet-level discrete-event simulator of a RoCEv2 fabric
+// that runs the real mptx core (multipath, cc, pacing, chunk) unchanged, in
+// virtual time, as a qp backend (sim/simqp). It exists so that congestion
+// control and path policies can be compared on fabrics nobody owns: it
+// models what decides RDMA performance — PFC, ECN, go-back-N, ECMP — at the
+// packet level, and it is fast enough for sweeps.
+//
+// # Engine
+//
+// A World owns the clock, the event list, the random number generator and
+// the packet pool. Time is a Time: int64 picoseconds, exact for every
+// Ethernet rate (a Serialiser carries the sub-picosecond remainder at rates
+// that do not divide 8·10¹², so nothing drifts at 400 or 800 Gb/s). The
+// event list is a timing wheel (1.024 ns buckets, 8.4 µs horizon) backed by
+// a 4-ary heap for farther events; ties fire in scheduling order (FIFO by
+// sequence number). Anything with a Fire(now) method is a Handler and can be
+// scheduled with World.At. Elements keep at most one live event of each
+// kind: a Timer re-arms in O(1) without searching the list.
+//
+// A World has no package-level state and starts no goroutines: run as many
+// worlds in parallel as there are cores, one per goroutine. All randomness
+// (ECMP seeds, UDP source ports, random loss, RED marking, spraying) comes
+// from the world's PCG, drawn in event order, so the same seed and the same
+// construction give byte-identical results. Packets come from a pool that
+// grows in blocks and never shrinks; the event list, the pool and every
+// queue are intrusive or pre-grown, so a run in steady state allocates
+// nothing per event or per packet.
+//
+// # Fabric model
+//
+// Elements are chained as in htsim: a Port (output queue + serialiser +
+// cable propagation; htsim's Queue and Pipe in one) hands each frame, after
+// serialisation and propagation delay, to the far end: a switch's ingress
+// or a NIC. Switches forward by table (see below) rather than by
+// precomputed source routes, because ECMP hashing is one of the things
+// being studied.
+//
+//   - Links (Cable, LinkConfig): rate, propagation delay, random loss per
+//     direction (data, ACK, NAK, CNP; never PFC), and up/down at given
+//     times (Cable.SetDown/SetUp). Frames on the wire when a cable fails are
+//     lost; routing does not change (the fabric blackholes until routes
+//     converge, which is what makes RC retry exhaustion matter).
+//   - Switches (Switch, SwitchConfig): output-queued, shared buffer. Two
+//     classes per port: a strict-priority control class (PFC frames, then
+//     ACK/NAK/CNP) and one data class, lossless (PFC) or lossy (drop-tail
+//     with a static or dynamic per-queue limit). PFC follows the HPCC ns-3
+//     MMU: per-ingress reserve, shared pool, XOFF at a static threshold or
+//     at Alpha × free shared buffer, headroom for the bytes in flight after
+//     XOFF (by default 2 × rate × delay + 3 maximum frames), XON with
+//     hysteresis. Pause frames are real frames: they wait for the frame in
+//     transmission, cross the cable, and pause the upstream port's data
+//     class until XON. RED/ECN marks at dequeue with probability rising
+//     from 0 at Kmin to Pmax at Kmax, 1 beyond. ECMP hashes the 5-tuple
+//     (including the RoCEv2 UDP source port) with a per-switch seed; spray
+//     mode picks a random member per data packet. INT stamps queue length,
+//     transmitted bytes, time and rate at each egress (HPCC).
+//   - NICs (NIC, QP): RC queue pairs with send queues of work requests
+//     (RDMA WRITE and WRITE WITH IMM, zero-length probes included),
+//     segmented into MTU packets at transmission time; a packet-by-packet
+//     round-robin arbiter at line rate over QPs that have data, are within
+//     their hardware rate limit (ibv_modify_qp_rate_limit) and within their
+//     NIC congestion controller (optional NIC-level DCQCN, the cc package's
+//     reaction point). Responders accept in PSN order only, NAK the first
+//     gap (again after NAKInterval), ACK every AckEvery packets and every
+//     message end, send a CNP for CE-marked arrivals at most once per
+//     CNPInterval (50 µs) per QP, and report WRITE WITH IMM arrivals.
+//     Requesters retransmit go-back-N on NAK or after the RC ACK timeout
+//     (4.096 µs × 2^t); after RetryCount retries without progress the QP
+//     enters the error state: the oldest work request completes with
+//     StatusRetryExceeded, the rest with StatusFlushed.
+//   - Watchdog (WatchdogConfig): reports any port whose data class stays
+//     paused for a threshold (pause storms, PFC deadlock) and can recover
+//     as switch watchdogs do (drop the stuck queue and ignore pause for a
+//     while).
+//   - Topologies: sim/topo builds dumbbell, star, leaf-spine (any size and
+//     oversubscription, optionally rail-optimised), fat-tree(k) and
+//     multi-rail planes; Network.Build computes shortest-path ECMP tables.
+//   - Counters: per port (PortCounters: bytes, packets, pause frames sent
+//     and received, time paused, ECN marks and their expectation, drops by
+//     cause, queue maximum and time-average), per QP (QPCounters), trace
+//     events (Tracer) and periodic samplers (Sampler, SampleQueues).
+//
+// # Frame sizes
+//
+// Frame sizes follow RoCEv2 (see the constants in packet.go): every data
+// packet carries Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 + FCS 4 =
+// 62 bytes of headers, the first packet of a message also a 16-byte RETH,
+// the last packet of a WRITE WITH IMM a 4-byte ImmDt; ACK/NAK frames are 66
+// bytes, CNPs 78, PFC frames 64. The wire adds 20 bytes per frame
+// (preamble, SFD, inter-frame gap). With 4096-byte payloads a long message
+// therefore moves at 4096/4178 = 98.04 % of the line rate.
+//
+// # Time at the qp boundary
+//
+// The core's time is vtime.Time, nanoseconds. A World starts at Start
+// (1 ns) so that every instant converts to a valid, non-zero vtime.Time
+// (Time.VTime rounds down); deadlines convert back exactly (FromVTime).
+//
+// # Deviations
+//
+// Deviation: one lossless data priority and one control priority per port
+// (RoCE deployments use exactly one lossless class); PFC pauses are on/off
+// (XOFF until XON) rather than quanta that must be refreshed; NICs never
+// send PFC (they consume at line rate); control packets are not charged to
+// the switch buffer; PSNs are 32-bit and QPNs network-unique; an errored
+// responder is not modelled (the requester's QP fails); receive-not-ready
+// is not modelled (receivers always have buffers).
+//
+// # Ownership and concurrency
+//
+// Everything in a World — its Network, switches, ports, NICs, QPs and
+// packets — belongs to the goroutine running the World and is not safe for
+// concurrent use. A Packet has exactly one owner at a time (a queue, a
+// cable, or the element processing it) and returns to the pool when
+// delivered or dropped.
+package sim
