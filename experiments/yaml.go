@@ -318,11 +318,11 @@ func join(path, name string) string {
 }
 
 func (d *decoder) decode(n *ynode, v reflect.Value, path string) error {
-	if n.pos.line > 0 {
-		d.seen[path] = n.pos
-	}
 	if n.kind == yNull {
 		return nil // absent: keep the zero value, defaults apply later
+	}
+	if n.pos.line > 0 {
+		d.seen[path] = n.pos
 	}
 	if v.CanAddr() {
 		switch u := v.Addr().Interface().(type) {
