@@ -167,7 +167,7 @@ func (c *Cable) set(up bool, now Time) {
 	for _, p := range [2]*Port{c.a, c.b} {
 		p.up = up
 		if !up {
-			p.downAt = now
+			p.downs++
 			p.unpause(now)
 			continue
 		}

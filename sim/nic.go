@@ -282,20 +282,21 @@ type QP struct {
 	lineRate  units.BitRate
 
 	// responder
-	region   units.Bytes
-	ePSN     uint32
-	msgBytes units.Bytes
-	unacked  int
-	lastCNP  Time
-	cnpSent  bool
-	lastNak  uint32
-	nakAt    Time
-	nakSent  bool
-	lastDup  uint32
-	dupAt    Time
-	dupAcked bool
-	hopsBuf  [MaxHops]qp.INTHop
-	doneWR   qp.SendWR // the work request being completed
+	region     units.Bytes
+	peerRegion units.Bytes // the peer responder's region (0: unbounded)
+	ePSN       uint32
+	msgBytes   units.Bytes
+	unacked    int
+	lastCNP    Time
+	cnpSent    bool
+	lastNak    uint32
+	nakAt      Time
+	nakSent    bool
+	lastDup    uint32
+	dupAt      Time
+	dupAcked   bool
+	hopsBuf    [MaxHops]qp.INTHop
+	doneWR     qp.SendWR // the work request being completed
 
 	c QPCounters
 }
@@ -384,6 +385,7 @@ func (q *QP) Connect(peer *QP) error {
 
 func (q *QP) link(peer *QP) {
 	q.peer = peer.nic.id
+	q.peerRegion = peer.region
 	q.peerQPN = peer.qpn
 	q.flow = FlowHash(q.nic.id, q.peer, q.srcPort)
 }
@@ -533,20 +535,24 @@ func (q *QP) nextPacket(now Time) *Packet {
 	size := int32(DataHeaders+pay) + int32(n.cfg.INTHeader)
 	p := n.w.NewPacket()
 	p.Kind = KindData
-	p.Src, p.Dst = n.id, q.peer
+	p.Dst = q.peer
 	p.QPN = q.peerQPN
 	p.PSN = q.sndNxt
-	p.Payload = int32(pay)
+	p.Payload = uint16(pay)
 	p.Flow = q.flow
 	p.SrcPort = q.srcPort
-	p.SentAt = now
+	p.sentAt = uint32(now / Nanosecond)
 	if !n.cfg.NoECT {
 		p.flags |= flagECT
 	}
 	if off == 0 {
 		p.flags |= flagFirst
-		p.Remote = int64(e.wr.Remote)
-		p.MsgLen = int64(e.wr.Len)
+		if q.peerRegion > 0 {
+			// the responder checks the RETH: carry its fields
+			x := n.w.newExt()
+			x.reth, x.remote, x.msgLen = true, int64(e.wr.Remote), int64(e.wr.Len)
+			p.ext = x
+		}
 		size += RETHHeader
 	}
 	if off+pay >= e.wr.Len {
@@ -561,7 +567,7 @@ func (q *QP) nextPacket(now Time) *Packet {
 	} else {
 		q.curOf = off + pay
 	}
-	p.Size = size
+	p.Size = uint16(size)
 	if seqLT(q.sndNxt, q.maxSent) {
 		q.c.Retransmits++
 	} else {
@@ -680,9 +686,7 @@ func (q *QP) onAck(p *Packet, now Time) {
 		}
 		if q.cc != nil {
 			a := cc.Ack{Now: now.VTime(), Acked: acked, InFlight: q.inFlight()}
-			if p.SentAt != 0 {
-				a.RTT = time.Duration(now-p.SentAt) / time.Duration(Nanosecond)
-			}
+			a.RTT = time.Duration(uint32(now/Nanosecond) - p.sentAt)
 			for i, h := range p.INT() {
 				if i < cc.MaxHops {
 					a.Hops[i] = cc.INTHop(h)
@@ -798,8 +802,8 @@ func (q *QP) onData(p *Packet, now Time) {
 		}
 	}
 	switch {
-	case p.PSN == q.ePSN && p.flags&flagFirst != 0 && q.region > 0 &&
-		(p.Remote < 0 || p.Remote+p.MsgLen > int64(q.region)):
+	case p.PSN == q.ePSN && p.flags&flagFirst != 0 && q.region > 0 && p.ext != nil && p.ext.reth &&
+		(p.ext.remote < 0 || p.ext.remote+p.ext.msgLen > int64(q.region)):
 		// RETH outside the region: NAK with a remote access error and
 		// accept nothing more of the message.
 		q.c.NAKsSent++
@@ -846,11 +850,11 @@ func (q *QP) onData(p *Packet, now Time) {
 }
 
 // ctrlPacket builds a control packet to the peer requester.
-func (q *QP) ctrlPacket(k Kind, size int32) *Packet {
+func (q *QP) ctrlPacket(k Kind, size uint16) *Packet {
 	c := q.nic.w.NewPacket()
 	c.Kind = k
 	c.Size = size
-	c.Src, c.Dst = q.nic.id, q.peer
+	c.Dst = q.peer
 	c.QPN = q.peerQPN
 	c.Flow = q.flow
 	c.SrcPort = q.srcPort
@@ -861,12 +865,11 @@ func (q *QP) ctrlPacket(k Kind, size int32) *Packet {
 // from ePSN (NAK), echoing the data packet's send time and INT stamps.
 func (q *QP) sendAck(k Kind, data *Packet) {
 	q.unacked = 0
-	c := q.ctrlPacket(k, AckSize+int32(q.nic.cfg.INTHeader))
+	c := q.ctrlPacket(k, AckSize+uint16(q.nic.cfg.INTHeader))
 	c.PSN = q.ePSN
-	c.SentAt = data.SentAt
+	c.sentAt = data.sentAt
 	// the ACK takes over the data packet's telemetry
-	c.hops, c.NHops = data.hops, data.NHops
-	data.hops, data.NHops = nil, 0
+	c.ext, data.ext = data.ext, nil
 	q.c.AcksSent++
 	q.nic.sendCtrl(c)
 }

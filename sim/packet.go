@@ -99,44 +99,51 @@ const (
 // MaxHops is the number of in-band telemetry stamps a packet can carry.
 const MaxHops = 8
 
-// Packet is one frame in flight. Packets come from the world's pool
-// (World.NewPacket) and are owned by exactly one element at a time: the
-// queue or link holding it, or the element processing it, which either
-// hands it on or frees it.
+// Packet is one frame in flight: 64 bytes, one cache line. Packets come
+// from the world's pool (World.NewPacket) and are owned by exactly one
+// element at a time: the queue or link holding it, or the element
+// processing it, which either hands it on or frees it. What few packets
+// carry beyond the basic headers — INT stamps and the RETH fields a
+// responder with a bounded region checks — lives out of line in a pooled
+// extension.
 type Packet struct {
 	next    *Packet // intrusive FIFO link (queues, links, the pool)
 	arrive  Time    // when the last bit reaches the far end of the current link
-	txStart Time    // when the current hop's transmission began
-	SentAt  Time    // data: when the NIC sent it; ACK/NAK: echo of the data packet's SentAt
 	Flow    uint64  // hash of the 5-tuple (ECMP key)
-	Src     int32   // source endpoint (NIC) id
+	ext     *pktExt // INT stamps, RETH; nil for most packets
 	Dst     int32   // destination endpoint (NIC) id
 	QPN     uint32  // destination QP number
 	PSN     uint32  // data: the packet's PSN; ACK/NAK: the responder's expected PSN
-	Size    int32   // frame bytes (headers + payload), without preamble and IFG
-	Payload int32   // data payload bytes
 	Imm     uint32  // immediate data (flagImm)
-	Remote  int64   // RETH (first packet): offset in the responder's region
-	MsgLen  int64   // RETH (first packet): the message's length
-	in      int32   // ingress port index at the current switch
+	sentAt  uint32  // data: NIC send time, ns mod 2³²; ACK/NAK: its echo
+	Size    uint16  // frame bytes (headers + payload), without preamble and IFG
+	Payload uint16  // data payload bytes
+	in      uint16  // ingress port index at the current switch
 	SrcPort uint16  // UDP source port (ECMP entropy)
+	epoch   uint16  // the current link's down-count when transmitted
 	Kind    Kind
 	flags   uint8
-	NHops   uint8    // INT stamps carried
-	hops    *intHops // INT stamps (HPCC), from the world's pool; nil until stamped
 }
 
-// intHops is a packet's telemetry: kept out of line so that packets stay
-// two cache lines long when INT is off.
+// pktExt is a packet's out-of-line part.
+type pktExt struct {
+	hops   intHops
+	nhops  uint8
+	reth   bool  // remote and msgLen are set
+	remote int64 // RETH: offset in the responder's region
+	msgLen int64 // RETH: the message's length
+}
+
+// intHops is a packet's telemetry.
 type intHops [MaxHops]qp.INTHop
 
 // INT returns the packet's in-band telemetry stamps (valid while the
 // packet is).
 func (p *Packet) INT() []qp.INTHop {
-	if p.hops == nil {
+	if p.ext == nil {
 		return nil
 	}
-	return p.hops[:p.NHops]
+	return p.ext.hops[:p.ext.nhops]
 }
 
 // CE reports whether the packet is marked congestion experienced.

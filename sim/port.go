@@ -36,7 +36,7 @@ type Port struct {
 	peerNIC   *NIC     // the far end when it is a NIC
 	busyUntil Time
 	delay     Time
-	downAt    Time // last time the link went down
+	downs     uint16 // times the link went down (mod 2¹⁶): frames sent before a failure are lost
 	qBytes    int64
 	qLast     Time // last change of qBytes (queue-length integral)
 	qIntHi    uint64
@@ -95,6 +95,10 @@ type PortCounters struct {
 	ResumeRecv uint64
 	PausedTime Time // total time the data class was paused
 	QueueMax   units.Bytes
+	// IngressMax and HeadroomMax are the most data bytes the switch held
+	// from this port's ingress, and the most of them in PFC headroom.
+	IngressMax  units.Bytes
+	HeadroomMax units.Bytes
 	// QueueMean is the time-average data queue since the start.
 	QueueMean        float64
 	WatchdogTriggers uint64
@@ -219,7 +223,7 @@ func (e *pipeEvent) Fire(now Time) {
 // deliver hands a frame that finished crossing the link to the far end,
 // unless the link failed while it was on the wire or it is lost at random.
 func (p *Port) deliver(pkt *Packet) {
-	if !p.up || (p.downAt != 0 && p.downAt >= pkt.txStart) {
+	if !p.up || pkt.epoch != p.downs {
 		p.c.LinkDrops++
 		p.drop(pkt)
 		return
@@ -336,7 +340,7 @@ func (p *Port) startNext(now Time) {
 		p.c.LinkDrops++
 		p.drop(pkt)
 	} else {
-		pkt.txStart = now
+		pkt.epoch = p.downs
 		pkt.arrive = p.busyUntil + p.delay
 		p.pipe.push(pkt)
 		if !p.pipeArmed {
@@ -370,17 +374,21 @@ func (p *Port) dequeued(pkt *Packet, now Time) {
 			p.OnMark(q, prob, marked)
 		}
 	}
-	if p.intOn && pkt.NHops < MaxHops {
-		if pkt.hops == nil {
-			pkt.hops = p.w.newHops()
+	if p.intOn {
+		if pkt.ext == nil {
+			pkt.ext = p.w.newExt()
 		}
-		pkt.hops[pkt.NHops] = qp.INTHop{
+		x := pkt.ext
+		if x.nhops >= MaxHops {
+			return
+		}
+		x.hops[x.nhops] = qp.INTHop{
 			QLen:    units.Bytes(p.qBytes),
 			TxBytes: units.Bytes(p.c.TxBytes + uint64(pkt.Size)),
 			TS:      now.VTime(),
 			Rate:    p.rate,
 		}
-		pkt.NHops++
+		x.nhops++
 	}
 }
 
@@ -389,7 +397,7 @@ func (p *Port) pfcFrame() *Packet {
 	pkt := p.w.NewPacket()
 	pkt.Kind = KindPFC
 	pkt.Size = PFCSize
-	pkt.Src, pkt.Dst = -1, -1
+	pkt.Dst = -1
 	p.pfcSent = p.pfcWant
 	if p.pfcWant {
 		pkt.flags |= flagPause

@@ -185,8 +185,7 @@ func (q *eventQueue) wheelPop(ni int32) (Time, Handler) {
 			q.summ[b>>12] &^= 1 << ((b >> 6) & 63)
 		}
 	}
-	n.h = nil
-	n.next = q.freeN
+	n.next = q.freeN // n.h is overwritten on reuse (handlers outlive their events)
 	q.freeN = ni
 	q.wcount--
 	return at, h
@@ -221,6 +220,9 @@ func (q *eventQueue) pop(now Time) (Time, Handler) {
 }
 
 func (q *eventQueue) heapPush(at Time, seq uint64, h Handler) {
+	if seq > maxSeq {
+		panic("sim: BUG: event sequence number overflow (2^40 events)")
+	}
 	var slot uint32
 	if n := len(q.free1); n > 0 {
 		slot = q.free1[n-1]

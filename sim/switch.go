@@ -181,8 +181,12 @@ func (s *Switch) admitLossless(in *ingress, p *Packet, now Time) bool {
 		in.bytes = nb
 		s.sharedUsed += min(sz, nb-s.reserve)
 	}
-	p.in = in.idx
+	p.in = uint16(in.idx)
 	p.flags |= flagAcct
+	if c := &s.ports[in.idx].c; units.Bytes(in.bytes+in.hdrm) > c.IngressMax || units.Bytes(in.hdrm) > c.HeadroomMax {
+		c.IngressMax = max(c.IngressMax, units.Bytes(in.bytes+in.hdrm))
+		c.HeadroomMax = max(c.HeadroomMax, units.Bytes(in.hdrm))
+	}
 	if !in.paused && (in.hdrm > 0 || s.sharedOf(in) >= th) {
 		in.paused = true
 		s.ports[in.idx].sendPFC(true, now)
@@ -206,7 +210,10 @@ func (s *Switch) admitLossy(in *ingress, op *Port, p *Packet) bool {
 	}
 	in.bytes += sz
 	s.sharedUsed += sz
-	p.in = in.idx
+	p.in = uint16(in.idx)
+	if c := &s.ports[in.idx].c; units.Bytes(in.bytes) > c.IngressMax {
+		c.IngressMax = units.Bytes(in.bytes)
+	}
 	p.flags |= flagAcct
 	return true
 }

@@ -45,7 +45,7 @@ type World struct {
 	maxLive  int
 	allocd   int // packets ever allocated
 	poolStep int
-	hopsFree []*intHops
+	extFree  []*pktExt
 }
 
 // NewWorld returns an empty world at time Start whose random number
@@ -82,13 +82,15 @@ func (w *World) Pending() int { return w.q.len() - w.idle - w.daemons }
 // panics. Events due at the same instant fire in the order At was called.
 func (w *World) At(at Time, h Handler) {
 	if at < w.now {
-		panic("sim: BUG: At(" + at.String() + ") is before now " + w.now.String())
+		w.badAt(at)
 	}
 	w.seq++
-	if w.seq > maxSeq {
-		panic("sim: BUG: event sequence number overflow (2^40 events)")
-	}
 	w.q.push(w.now, at, w.seq, h)
+}
+
+//go:noinline
+func (w *World) badAt(at Time) {
+	panic("sim: BUG: At(" + at.String() + ") is before now " + w.now.String())
 }
 
 // After schedules h to fire d after now.
@@ -168,9 +170,9 @@ func (w *World) FreePacket(p *Packet) {
 	if p.next != nil {
 		panic("sim: BUG: freeing a packet that is still queued")
 	}
-	if p.hops != nil {
-		w.hopsFree = append(w.hopsFree, p.hops)
-		p.hops = nil
+	if p.ext != nil {
+		w.extFree = append(w.extFree, p.ext)
+		p.ext = nil
 	}
 	p.flags = flagFree
 	p.next = w.free
@@ -191,20 +193,21 @@ func (w *World) growPool() {
 	}
 }
 
-// newHops returns a telemetry array from the pool.
-func (w *World) newHops() *intHops {
-	n := len(w.hopsFree)
+// newExt returns an empty packet extension from the pool.
+func (w *World) newExt() *pktExt {
+	n := len(w.extFree)
 	if n == 0 {
-		blk := make([]intHops, 256)
+		blk := make([]pktExt, 256)
 		for i := range blk {
-			w.hopsFree = append(w.hopsFree, &blk[i])
+			w.extFree = append(w.extFree, &blk[i])
 		}
-		n = len(w.hopsFree)
+		n = len(w.extFree)
 	}
-	h := w.hopsFree[n-1]
-	w.hopsFree[n-1] = nil
-	w.hopsFree = w.hopsFree[:n-1]
-	return h
+	x := w.extFree[n-1]
+	w.extFree[n-1] = nil
+	w.extFree = w.extFree[:n-1]
+	x.nhops, x.reth = 0, false
+	return x
 }
 
 // PoolStats reports the packet pool: packets in use now, the most ever in
