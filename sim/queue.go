@@ -9,10 +9,13 @@ import "math/bits"
 // goes on the wheel when its bucket lies less than wheelSize buckets after
 // the current instant's bucket, so the wheel never holds two revolutions
 // at once and its buckets, scanned cyclically from the current one, are in
-// time order. Within a bucket events are kept sorted by (time, sequence
-// number) in an intrusive list; buckets hold a handful of events, and new
-// events almost always go at the tail. A two-level bitmap finds the next
-// non-empty bucket in a few word operations. Events further out (retry
+// time order. Each bucket is an intrusive list sorted by (time, sequence
+// number). New events almost always go at the tail; one that belongs
+// further in is inserted in place if that takes a short walk, and otherwise
+// appended and the bucket marked unsorted, to be sorted once when the
+// clock reaches it (a large fabric puts dozens of events in one bucket). A
+// two-level bitmap finds the next non-empty bucket in a few word
+// operations. Events further out (retry
 // timers, long links) go to the heap. Both structures are O(1) or
 // O(log n) without allocation once grown.
 //
@@ -26,6 +29,9 @@ type eventQueue struct {
 	bitmap []uint64 // bucket non-empty
 	summ   []uint64 // bitmap word non-zero
 	wcount int
+	dirty  []uint64  // bucket list not sorted
+	keys   []sortKey // scratch for sorting a bucket
+	sorts  uint64    // buckets sorted (for tests)
 
 	// heap for the far future
 	heap  []event
@@ -35,6 +41,7 @@ type eventQueue struct {
 
 const (
 	bucketShift = 10 // 1.024 ns buckets
+	maxWalk     = 4  // longest in-place insertion walk
 	wheelBits   = 13
 	wheelSize   = 1 << wheelBits // 8.4 µs horizon
 	wheelMask   = wheelSize - 1
@@ -44,6 +51,13 @@ const (
 // bucket is one wheel slot: an intrusive list of nodes sorted by
 // (time, sequence number).
 type bucket struct{ head, tail int32 }
+
+// sortKey is a bucket entry being sorted.
+type sortKey struct {
+	at  Time
+	seq uint64
+	idx int32
+}
 
 // node is one wheel entry.
 type node struct {
@@ -80,6 +94,8 @@ func (q *eventQueue) init() {
 	q.summ = make([]uint64, (wordsPerMap+63)/64)
 	q.nodes = make([]node, 0, 1024)
 	q.freeN = -1
+	q.dirty = make([]uint64, wordsPerMap)
+	q.keys = make([]sortKey, 0, 64)
 	q.heap = make([]event, 0, 256)
 	q.slots = make([]Handler, 0, 256)
 }
@@ -118,10 +134,18 @@ func (q *eventQueue) wheelPush(at Time, seq uint64, h Handler) {
 	case q.nodes[t].at <= at: // the usual case: append
 		q.nodes[t].next = ni
 		bk.tail = ni
-	default: // sorted insert (seq is the largest so far, so ties go last)
+	default: // insert in place (seq is the largest so far, so ties go last)
 		prev := int32(-1)
 		cur := bk.head
-		for cur >= 0 && q.nodes[cur].at <= at {
+		for k := 0; cur >= 0 && q.nodes[cur].at <= at; k++ {
+			if k == maxWalk {
+				// long bucket: append, sort when the clock gets here
+				q.nodes[t].next = ni
+				bk.tail = ni
+				q.dirty[b>>6] |= 1 << (b & 63)
+				q.wcount++
+				return
+			}
 			prev, cur = cur, q.nodes[cur].next
 		}
 		n.next = cur
@@ -142,7 +166,7 @@ func (q *eventQueue) wheelMin(now Time) int32 {
 	c := int(now>>bucketShift) & wheelMask
 	wi := c >> 6
 	if m := q.bitmap[wi] & (^uint64(0) << (c & 63)); m != 0 {
-		return q.bkt[wi<<6|bits.TrailingZeros64(m)].head
+		return q.head(wi<<6 | bits.TrailingZeros64(m))
 	}
 	w := -1
 	if wi+1 < wordsPerMap {
@@ -154,7 +178,44 @@ func (q *eventQueue) wheelMin(now Time) int32 {
 	if w < 0 {
 		panic("sim: BUG: event wheel count and bitmap disagree")
 	}
-	return q.bkt[w<<6|bits.TrailingZeros64(q.bitmap[w])].head
+	return q.head(w<<6 | bits.TrailingZeros64(q.bitmap[w]))
+}
+
+// head returns the earliest node of non-empty bucket b, sorting the bucket
+// first if the clock has just reached it.
+func (q *eventQueue) head(b int) int32 {
+	if q.dirty[b>>6]&(1<<(b&63)) != 0 {
+		q.dirty[b>>6] &^= 1 << (b & 63)
+		q.sortBucket(b)
+	}
+	return q.bkt[b].head
+}
+
+// sortBucket sorts bucket b's list by (time, sequence number).
+func (q *eventQueue) sortBucket(b int) {
+	q.sorts++
+	bk := &q.bkt[b]
+	keys := q.keys[:0]
+	for i := bk.head; i >= 0; i = q.nodes[i].next {
+		n := &q.nodes[i]
+		keys = append(keys, sortKey{at: n.at, seq: n.seq, idx: i})
+	}
+	// insertion sort: buckets are short and mostly in order already
+	for i := 1; i < len(keys); i++ {
+		k := keys[i]
+		j := i
+		for j > 0 && (keys[j-1].at > k.at || (keys[j-1].at == k.at && keys[j-1].seq > k.seq)) {
+			keys[j] = keys[j-1]
+			j--
+		}
+		keys[j] = k
+	}
+	for i := 0; i < len(keys)-1; i++ {
+		q.nodes[keys[i].idx].next = keys[i+1].idx
+	}
+	q.nodes[keys[len(keys)-1].idx].next = -1
+	bk.head, bk.tail = keys[0].idx, keys[len(keys)-1].idx
+	q.keys = keys[:0]
 }
 
 // nextWord returns the first non-empty bitmap word at or after from, -1 if
