@@ -46,8 +46,12 @@ func (e *SpecError) Error() string {
 		b.WriteString(": ")
 	}
 	b.WriteString(e.Msg)
-	return b.String()
+	// One line, whatever the file held (keys and messages may carry
+	// newlines).
+	return oneLine.Replace(b.String())
 }
+
+var oneLine = strings.NewReplacer("\n", `\n`, "\r", `\r`)
 
 // pos is a 1-based line and column.
 type pos struct{ line, col int }
@@ -189,7 +193,7 @@ func (c *converter) convert(n ast.Node) (*ynode, error) {
 		}
 		val, ok := c.anchors[name]
 		if !ok {
-			return nil, c.fail(p, fmt.Sprintf("alias *%s refers to no anchor defined before it", name))
+			return nil, c.fail(p, fmt.Sprintf("alias %s refers to no anchor defined before it", strconv.Quote("*"+name)))
 		}
 		if c.n += countNodes(val, maxNodes-c.n+1); c.n > maxNodes {
 			return nil, c.fail(p, fmt.Sprintf("spec too large: more than %d YAML nodes after expanding aliases", maxNodes))
