@@ -40,7 +40,7 @@ func TestGoBackNLoss(t *testing.T) {
 	tp, err := topo.Dumbbell(w, topo.DumbbellConfig{Common: topo.Common{Delay: d}, Left: 1, Right: 1})
 	mustT(t, err)
 	a, _ := tp.Bottleneck.Ends()
-	a.SetLoss(p)
+	mustT(t, a.SetLoss(p))
 	c, _, err := simqp.Connect(tp.Net, tp.Hosts[0], tp.Hosts[1], simqp.Options{})
 	mustT(t, err)
 	b := newBulk(w, c, size, 4*units.MiB, 8)

@@ -53,7 +53,7 @@ func detRun(t *testing.T, seed uint64) []byte {
 	})
 	mustT(t, err)
 	a, _ := tp.Leaves[0].Ports()[4].Cable().Ends() // a leaf-spine cable
-	a.SetLoss(0.002)
+	mustT(t, a.SetLoss(0.002))
 	for i := 0; i < 4; i++ {
 		c, _, err := simqp.Connect(tp.Net, tp.Hosts[i], tp.Hosts[4+(i+1)%4], simqp.Options{QPs: 2})
 		mustT(t, err)

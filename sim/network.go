@@ -142,13 +142,13 @@ type linkChange struct {
 
 func (e *linkChange) Fire(now Time) { e.c.set(e.up, now) }
 
-// SetDown schedules the cable to fail at instant at: frames on the wire or
+// SetDown schedules the cable to fail at instant at (>= now): frames on the wire or
 // transmitted while it is down are lost, and its ports stop honouring any
 // pause they had received. Routing does not change (the fabric blackholes
 // the link's traffic, as it does until routing converges).
 func (c *Cable) SetDown(at Time) { c.net.W.At(at, &linkChange{c: c, up: false}) }
 
-// SetUp schedules the cable to come back at instant at; each end re-sends
+// SetUp schedules the cable to come back at instant at (>= now); each end re-sends
 // the pause state its ingress wants.
 func (c *Cable) SetUp(at Time) { c.net.W.At(at, &linkChange{c: c, up: true}) }
 

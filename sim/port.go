@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"math/bits"
 
 	"mptx/qp"
@@ -162,11 +163,12 @@ func (p *Port) ECN() *ECNConfig {
 
 // SetLoss sets the random loss probability of frames this port sends
 // (0..1; PFC frames are never lost).
-func (p *Port) SetLoss(prob float64) {
+func (p *Port) SetLoss(prob float64) error {
 	if !(prob >= 0 && prob <= 1) {
-		panic("sim: BUG: Port.SetLoss probability outside 0..1")
+		return fmt.Errorf("sim: Port.SetLoss(%v) on %s (valid: 0..1)", prob, p.name)
 	}
 	p.loss = prob
+	return nil
 }
 
 // Counters returns the port's counters as of now.

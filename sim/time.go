@@ -113,11 +113,11 @@ func NewSerialiser(r units.BitRate) Serialiser {
 // Time returns how long n bytes take on the wire and advances the carried
 // remainder.
 func (s *Serialiser) Time(n int64) Time {
+	if n <= 0 || s.unlimitd {
+		return 0
+	}
 	if s.psPerB != 0 {
 		return Time(uint64(n) * s.psPerB)
-	}
-	if s.unlimitd || n <= 0 {
-		return 0
 	}
 	hi, lo := bits.Mul64(uint64(n)*8, bitPs)
 	var c uint64
