@@ -225,7 +225,7 @@ func checkRED(t *testing.T, ecn sim.ECNConfig, marks []markSample) {
 	var totP, totVar, totM float64
 	var below, above, inBand int
 	for _, s := range marks {
-		if s.p != ecn.Prob(s.q) {
+		if math.Abs(s.p-ecn.Prob(s.q)) > 1e-12 {
 			t.Fatalf("hook reported p = %v at q = %v, RED gives %v", s.p, s.q, ecn.Prob(s.q))
 		}
 		switch {

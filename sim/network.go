@@ -84,7 +84,7 @@ func (n *Network) AddSwitch(name string, cfg SwitchConfig) (*Switch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("switch %s: %w", name, err)
 	}
-	s := &Switch{w: n.W, net: n, id: len(n.Switches), name: name, cfg: c, seed: c.Seed}
+	s := &Switch{w: n.W, net: n, id: len(n.Switches), name: name, cfg: c, seed: c.Seed, lossy: c.Lossy}
 	if s.seed == 0 {
 		s.seed = n.W.rng.Uint64()
 	}
@@ -320,7 +320,7 @@ func (s *Switch) buildMMU() error {
 	}
 	for _, p := range s.ports {
 		if c.ECN != nil {
-			p.ecn, p.ecnOn = *c.ECN, true
+			p.setECN(c.ECN)
 		}
 		p.intOn = c.INT
 	}

@@ -99,7 +99,7 @@ const (
 // MaxHops is the number of in-band telemetry stamps a packet can carry.
 const MaxHops = 8
 
-// Packet is one frame in flight: 64 bytes, one cache line. Packets come
+// Packet is one frame in flight: 56 bytes, within one cache line. Packets come
 // from the world's pool (World.NewPacket) and are owned by exactly one
 // element at a time: the queue or link holding it, or the element
 // processing it, which either hands it on or frees it. What few packets
@@ -107,8 +107,7 @@ const MaxHops = 8
 // responder with a bounded region checks — lives out of line in a pooled
 // extension.
 type Packet struct {
-	next    *Packet // intrusive FIFO link (queues, links, the pool)
-	arrive  Time    // when the last bit reaches the far end of the current link
+	next    *Packet // intrusive FIFO link (queues and the pool)
 	Flow    uint64  // hash of the 5-tuple (ECMP key)
 	ext     *pktExt // INT stamps, RETH; nil for most packets
 	Dst     int32   // destination endpoint (NIC) id

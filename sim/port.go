@@ -45,7 +45,7 @@ type Port struct {
 	ser       Serialiser
 	data      fifo
 	ctrl      fifo
-	pipe      fifo // frames on the wire, in arrival order
+	pipe      pipe // frames on the wire, in arrival order
 	tx        lazy // next transmission start; the Port is its handler
 	pipeEv    pipeEvent
 	loss      float64
@@ -58,6 +58,7 @@ type Port struct {
 	ecnOn     bool
 	intOn     bool
 	ecn       ECNConfig
+	ecnSlope  float64 // Pmax/(Kmax−Kmin), per byte
 	c         PortCounters
 
 	index    int // port number on the owner
@@ -148,8 +149,13 @@ func (p *Port) SetECN(cfg *ECNConfig) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
-	p.ecn, p.ecnOn = *cfg, true
+	p.setECN(cfg)
 	return nil
+}
+
+func (p *Port) setECN(cfg *ECNConfig) {
+	p.ecn, p.ecnOn = *cfg, true
+	p.ecnSlope = cfg.Pmax / float64(cfg.Kmax-cfg.Kmin)
 }
 
 // ECN returns the port's RED configuration, nil if it does not mark.
@@ -202,23 +208,55 @@ func (p *Port) integrate(now Time) {
 	}
 }
 
+// pipe is a link's frames in flight: a ring of (arrival time, packet), so
+// that scheduling the next delivery reads the port, not the packet. It
+// grows (doubling) to the most frames the link has held at once.
+type pipe struct {
+	buf  []pipeSlot
+	head int
+	n    int
+}
+
+type pipeSlot struct {
+	at  Time
+	pkt *Packet
+}
+
+func (q *pipe) push(at Time, p *Packet) {
+	if q.n == len(q.buf) {
+		nb := make([]pipeSlot, max(4, 2*len(q.buf)))
+		for i := 0; i < q.n; i++ {
+			nb[i] = q.buf[(q.head+i)&(len(q.buf)-1)]
+		}
+		q.buf, q.head = nb, 0
+	}
+	q.buf[(q.head+q.n)&(len(q.buf)-1)] = pipeSlot{at, p}
+	q.n++
+}
+
+func (q *pipe) headAt() Time { return q.buf[q.head].at }
+
+func (q *pipe) pop() *Packet {
+	s := &q.buf[q.head]
+	p := s.pkt
+	s.pkt = nil
+	q.head = (q.head + 1) & (len(q.buf) - 1)
+	q.n--
+	return p
+}
+
 // pipeEvent delivers the frames at the head of the link.
 type pipeEvent struct{ p *Port }
 
 func (e *pipeEvent) Fire(now Time) {
 	p := e.p
 	p.pipeArmed = false
-	for {
-		pkt := p.pipe.head
-		if pkt == nil || pkt.arrive > now {
-			break
-		}
-		p.pipe.pop()
-		p.deliver(pkt)
+	for p.pipe.n > 0 && p.pipe.headAt() <= now {
+		p.deliver(p.pipe.pop())
 	}
-	if h := p.pipe.head; h != nil && !p.pipeArmed {
+	if p.pipe.n > 0 && !p.pipeArmed {
 		p.pipeArmed = true
-		p.w.At(h.arrive, &p.pipeEv)
+		p.w.At(p.pipe.headAt(), &p.pipeEv)
 	}
 }
 
@@ -343,11 +381,11 @@ func (p *Port) startNext(now Time) {
 		p.drop(pkt)
 	} else {
 		pkt.epoch = p.downs
-		pkt.arrive = p.busyUntil + p.delay
-		p.pipe.push(pkt)
+		at := p.busyUntil + p.delay
+		p.pipe.push(at, pkt)
 		if !p.pipeArmed {
 			p.pipeArmed = true
-			p.w.At(pkt.arrive, &p.pipeEv)
+			p.w.At(at, &p.pipeEv)
 		}
 	}
 	if p.more() {
@@ -365,7 +403,14 @@ func (p *Port) dequeued(pkt *Packet, now Time) {
 	}
 	if p.ecnOn && pkt.flags&flagECT != 0 {
 		q := units.Bytes(p.qBytes)
-		prob := p.ecn.Prob(q)
+		var prob float64 // ECNConfig.Prob with the division precomputed
+		switch {
+		case q <= p.ecn.Kmin:
+		case q > p.ecn.Kmax:
+			prob = 1
+		default:
+			prob = float64(q-p.ecn.Kmin) * p.ecnSlope
+		}
 		p.c.ECNExpected += prob
 		marked := prob >= 1 || (prob > 0 && p.w.rng.Float64() < prob)
 		if marked {

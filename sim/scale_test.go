@@ -35,6 +35,7 @@ type permResult struct {
 	wall, cpu time.Duration
 	simTime   sim.Time
 	mallocs   uint64 // heap allocations during the run (after setup)
+	heapGrow  uint64 // live heap after the run minus before it (after GC)
 	peakPkts  int
 	bulks     []*bulk
 	conns     []*simqp.Conn
@@ -65,8 +66,9 @@ func runPermutation(tb testing.TB, w *sim.World, tp *topo.Topology, size units.B
 		r.conns = append(r.conns, c)
 	}
 	var ms runtime.MemStats
+	runtime.GC()
 	runtime.ReadMemStats(&ms)
-	m0 := ms.Mallocs
+	m0, h0 := ms.Mallocs, ms.HeapAlloc
 	ev0 := w.Events()
 	cpu0 := cpuTime()
 	t0 := time.Now()
@@ -75,6 +77,11 @@ func runPermutation(tb testing.TB, w *sim.World, tp *topo.Topology, size units.B
 	r.cpu = cpuTime() - cpu0
 	runtime.ReadMemStats(&ms)
 	r.mallocs = ms.Mallocs - m0
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	if ms.HeapAlloc > h0 {
+		r.heapGrow = ms.HeapAlloc - h0
+	}
 	r.events = w.Events() - ev0
 	r.simTime = w.Now()
 	_, r.peakPkts, _ = w.PoolStats()
@@ -160,9 +167,11 @@ var sinkResult permResult
 // (8 leaves × 8 hosts, 8 spines, 100 Gb/s, non-blocking), a permutation of
 // 64 MiB tensors, 4 QPs per connection, NIC DCQCN and RED. One iteration
 // runs the whole scenario. Metrics: events per wall second and per CPU
-// second, heap allocations per event during the run, bytes per in-flight
-// packet (the pooled Packet; queues and links link packets intrusively)
-// and the peak number of packets in flight.
+// second, heap allocations per event during the run (pool growth while
+// warming up; TestSteadyStateNoAllocs shows 0 once warm), the size of a
+// Packet, the live heap the run added (packet pool, event nodes, link
+// rings, completion rings) per packet at the peak in flight, and that
+// peak.
 func BenchmarkReference(b *testing.B) {
 	b.ReportAllocs()
 	var events, mallocs uint64
@@ -189,5 +198,6 @@ func BenchmarkReference(b *testing.B) {
 	b.ReportMetric(float64(events)/cpu.Seconds(), "events/cpu-s")
 	b.ReportMetric(float64(mallocs)/float64(events), "allocs/event")
 	b.ReportMetric(float64(unsafe.Sizeof(sim.Packet{})), "B/pkt")
+	b.ReportMetric(float64(sinkResult.heapGrow)/float64(sinkResult.peakPkts), "heap-B/inflight-pkt")
 	b.ReportMetric(float64(sinkResult.peakPkts), "peak-pkts")
 }

@@ -19,6 +19,7 @@ import (
 // reserved pool).
 type Switch struct {
 	w     *World
+	lossy bool // cfg.Lossy, kept with the hot fields
 	net   *Network
 	id    int
 	name  string
@@ -102,7 +103,7 @@ func (s *Switch) receive(p *Packet, in *ingress) {
 		op.drop(p)
 		return
 	}
-	if s.cfg.Lossy {
+	if s.lossy {
 		if !s.admitLossy(in, op, p) {
 			op.c.Drops++
 			op.drop(p)
@@ -225,7 +226,7 @@ func (s *Switch) release(p *Packet) {
 	in := s.in[p.in]
 	sz := int64(p.Size)
 	p.flags &^= flagAcct
-	if s.cfg.Lossy {
+	if s.lossy {
 		in.bytes -= sz
 		s.sharedUsed -= sz
 		return
