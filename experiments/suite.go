@@ -18,7 +18,7 @@ import (
 // The shipped suites: one directory per suite under experiments/suites,
 // holding its spec files and a README that says what it shows.
 //
-//go:embed suites
+//go:embed suites/*/*.yaml suites/*/README.md
 var suitesFS embed.FS
 
 // DefaultSuite is what `mptx exp run` runs with no arguments.
