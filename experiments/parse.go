@@ -597,7 +597,7 @@ func (v *validator) workload(i int) error {
 			if v.g.Group(v.g.Hosts[0]) < 0 {
 				return v.fail(f("cross_leaf"), "true", "topology kind "+v.s.Topology.Kind+" has no leaves")
 			}
-			ids := w.Hosts.Resolve(0)
+			ids := w.Hosts.IDs
 			if len(ids) == 0 {
 				ids = v.g.Hosts
 			}

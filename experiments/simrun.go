@@ -432,7 +432,7 @@ func (r *simRun) execute() (*Result, error) {
 		if m := r.spec.Stop.MaxEvents; m > 0 && int64(r.w.Events()) > m {
 			break
 		}
-		if !more && r.left > 0 && r.w.Pending() == 0 {
+		if !more {
 			break // nothing left to happen: the rest can never finish
 		}
 	}

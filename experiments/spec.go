@@ -380,18 +380,6 @@ func (h HostSet) String() string {
 	return b.String()
 }
 
-// Resolve returns the ids of the set on a topology of n hosts (all → 0..n-1).
-func (h HostSet) Resolve(n int) []int {
-	if !h.All {
-		return h.IDs
-	}
-	ids := make([]int, n)
-	for i := range ids {
-		ids[i] = i
-	}
-	return ids
-}
-
 // Size distributions.
 const (
 	DistFixed     = "fixed"
