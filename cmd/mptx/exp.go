@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -57,11 +58,10 @@ func completeSuites(_ *cobra.Command, _ []string, prefix string) ([]string, cobr
 
 func expRunCmd() *cobra.Command {
 	var (
-		out, shard      string
-		workers         int
-		force, noPlots  bool
-		quiet, dryRun   bool
-		interruptSignal = os.Interrupt
+		out, shard     string
+		workers        int
+		force, noPlots bool
+		quiet, dryRun  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run [SPEC|DIR|SUITE...]",
@@ -107,7 +107,9 @@ shared directory or several, then mptx exp merge.`,
 			if quiet {
 				progress = nil
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), interruptSignal)
+			// Ctrl-C or a pod's SIGTERM: finish the runs in progress (each
+			// is saved as it completes) and stop.
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			start := time.Now()
 			nw := workers
