@@ -107,8 +107,8 @@ shared directory or several, then mptx exp merge.`,
 			if quiet {
 				progress = nil
 			}
-			// Ctrl-C or a pod's SIGTERM: finish the runs in progress (each
-			// is saved as it completes) and stop.
+			// Ctrl-C or a pod's SIGTERM: abandon the runs in progress and
+			// stop; finished runs are already saved, so a rerun resumes.
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			start := time.Now()
