@@ -924,8 +924,43 @@ func (e *Engine) onProbeDone(now vtime.Time, p *path, i int, postAt vtime.Time, 
 	}
 }
 
-// window is path p's effective window.
-func (e *Engine) window(p *path) units.Bytes { return min(p.alg.Window(), p.maxInFlight) }
+// window is path p's effective window: the CC window capped by
+// MaxInFlight and, with software pacing and a rate-based algorithm below
+// line rate, by one rate × base-RTT product (at least one MTU). The pacer
+// enforces the rate; the window bounds what can pile up in the NIC's send
+// queue while PFC pauses the port: posted work requests leave at line rate
+// once the pause lifts, so a backlog posted at an old, higher rate would
+// otherwise undo a rate cut and keep the queue above Kmin long enough for
+// DCQCN to cut again and again. Hardware pacing drains the backlog at the
+// rate itself. Without pacing (PacingConfig.Disabled) nothing enforces a
+// rate-based algorithm's rate: that is what "pacing off" means.
+func (e *Engine) window(p *path) units.Bytes {
+	w := min(p.alg.Window(), p.maxInFlight)
+	if p.pacer != nil {
+		if r := p.alg.Rate(); r < p.cfg.LineRate {
+			w = min(w, max(r.BytesIn(p.cfg.BaseRTT), p.cfg.MTU))
+		}
+	}
+	return w
+}
+
+// segFor is the work-request size for path p: Config.Segment (or the
+// pacer's), shrunk to half the path's effective window, in whole MTUs,
+// when that window is smaller than two segments. Feedback on a window-based
+// path arrives per completion, so a segment larger than the window would
+// stretch the control loop to one segment time (at a collapsed window, many
+// milliseconds) instead of about an RTT.
+func (e *Engine) segFor(p *path) units.Bytes {
+	if e.cfg.Pacing.Hardware && p.alg.Window() == units.MaxBytes {
+		return e.segment // the NIC paces a rate-based path: whole chunks
+	}
+	w := e.window(p)
+	if w >= 2*e.segment {
+		return e.segment
+	}
+	mtu := p.cfg.MTU
+	return max(mtu, min(e.segment, w/2/mtu*mtu))
+}
 
 // post posts as many segments of path i's active chunk as window, queue
 // depth and pacing allow.
@@ -945,7 +980,8 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 	// four per segment.
 	// Cheap checks first: a path whose window or send queue is full needs
 	// no pacer reads.
-	if first := min(e.segment, clen-ch.posted); (p.inflight > 0 && p.inflight+first > win+2*e.segment) ||
+	segMax := e.segFor(p)
+	if first := min(segMax, clen-ch.posted); (p.inflight > 0 && p.inflight+first > win+2*segMax) ||
 		p.wrOut >= e.cfg.MaxWRPerPath || e.freeWork < 0 || ch.posted >= clen {
 		return n, false
 	}
@@ -957,13 +993,13 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 	var sent units.Bytes
 	paced := false
 	for n < len(dst) && ch.posted < clen {
-		seg := min(e.segment, clen-ch.posted)
+		seg := min(segMax, clen-ch.posted)
 		// A completion comes only after a whole work request crossed, so
 		// the engine's in-flight count overstates the bytes in the
 		// network by up to one segment being serialised and one queued
 		// behind it: allow the window plus two segments, or a path with
 		// a window of one BDP could not keep its pipe full.
-		if p.inflight > 0 && p.inflight+seg > win+2*e.segment {
+		if p.inflight > 0 && p.inflight+seg > win+2*segMax {
 			break
 		}
 		if p.wrOut >= e.cfg.MaxWRPerPath || e.freeWork < 0 {
@@ -1010,7 +1046,7 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 			// at each bucket's rate, rounded up (Pacer.NextSend gives
 			// the same instant to the nanosecond but costs several
 			// bucket reads; a wake-up a nanosecond early only re-blocks).
-			seg := min(e.segment, clen-ch.posted)
+			seg := min(segMax, clen-ch.posted)
 			wait := p.pacedRate.TxTime(seg - (pb - sent))
 			if d := seg - (qb - sent); d > 0 {
 				wait = max(wait, p.portRate.TxTime(d))
@@ -1064,7 +1100,7 @@ func (e *Engine) freeWorkSlot(idx int) {
 // free reports whether path p can take a new chunk.
 func (e *Engine) free(p *path) bool {
 	return p.state == PathUp && !p.hasActive && p.wrOut < e.cfg.MaxWRPerPath &&
-		(p.inflight == 0 || p.inflight < e.window(p)+e.segment)
+		(p.inflight == 0 || p.inflight < e.window(p)+e.segFor(p))
 }
 
 // effRate is path p's effective rate in bytes per nanosecond, as cached
