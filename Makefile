@@ -26,7 +26,7 @@ build:
 	$(GO) build -o bin/mptx ./cmd/mptx
 
 run: build
-	./bin/mptx demo
+	./bin/mptx exp run
 
 include telemetry.mk
 
