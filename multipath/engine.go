@@ -199,6 +199,8 @@ type path struct {
 	pacer     *pacing.Pacer // nil when pacing is disabled
 	pacedRate units.BitRate
 	eff       float64       // effective rate, bytes/ns (refreshRate)
+	win       units.Bytes   // effective window (refreshRate)
+	seg       units.Bytes   // work-request size (refreshRate)
 	hwRate    units.BitRate // Pacing.Hardware: the rate to program
 	hwDirty   bool          // hwRate changed since the last ActSetRate
 	portRate  units.BitRate
@@ -269,11 +271,15 @@ type Engine struct {
 	work     []work
 	freeWork int32
 
-	notes     []note
-	noteHead  int
-	noteLen   int
-	rrPath    int
-	lastPath  int
+	notes    []note
+	noteHead int
+	noteLen  int
+	rrPath   int
+	lastPath int
+	// repick is set by every input that can free a path or change the
+	// estimates pick compares; while it is clear, a pick that waited
+	// would wait again and is skipped.
+	repick    bool
 	stale     uint64
 	closedErr error
 }
@@ -420,6 +426,7 @@ func (e *Engine) initPath(i int) error {
 	if p.maxInFlight == 0 {
 		p.maxInFlight = max(2*pc.LineRate.BytesIn(pc.BaseRTT), pc.MTU)
 	}
+	e.refreshRate(p)
 	return nil
 }
 
@@ -483,6 +490,7 @@ func (e *Engine) Submit(now vtime.Time, spec TransferSpec) (int, chunk.Plan, err
 		chunks: chunks, reqHead: -1, reqTail: -1, startAt: now,
 	}
 	e.active = append(e.active, slot)
+	e.repick = true
 	e.pending += plan.Size
 	e.pendingN += plan.Count
 	if e.rec != nil {
@@ -532,6 +540,7 @@ func (e *Engine) event(k EventKind, now vtime.Time) {
 // OnCompletion feeds one send completion (or a failed post, with OK false)
 // at now. Unknown and stale work ids are counted and ignored.
 func (e *Engine) OnCompletion(now vtime.Time, c *Completion) {
+	e.repick = true
 	idx := int(uint32(c.WorkID)) - 1
 	gen := uint32(c.WorkID >> 32)
 	if idx < 0 || idx >= len(e.work) || e.work[idx].gen != gen || e.work[idx].kind == workFree {
@@ -648,6 +657,7 @@ func (e *Engine) OnProbeReply(now vtime.Time, i int, rtt time.Duration) {
 	if p.minRTT == 0 || rtt < p.minRTT {
 		p.minRTT = rtt
 	}
+	e.refreshRate(p)
 	if e.rec != nil {
 		e.event(EvProbe, now)
 		e.ev.Path, e.ev.RTT = i, rtt
@@ -667,6 +677,7 @@ func (e *Engine) OnCounters(now vtime.Time, i int, ecnMarked, cnps uint64) {
 		p.sawCounters, p.cntECN, p.cntCNP = true, ecnMarked, cnps
 		return
 	}
+	e.repick = true
 	dE, dC := ecnMarked-p.cntECN, cnps-p.cntCNP
 	if ecnMarked < p.cntECN {
 		dE = ecnMarked
@@ -696,6 +707,7 @@ func (e *Engine) OnCounters(now vtime.Time, i int, ecnMarked, cnps uint64) {
 // chunks are requeued; it is not probed until OnPathUp. reason should be
 // a static string.
 func (e *Engine) OnPathDown(now vtime.Time, i int, reason string) {
+	e.repick = true
 	if i < 0 || i >= len(e.paths) {
 		return
 	}
@@ -707,6 +719,7 @@ func (e *Engine) OnPathDown(now vtime.Time, i int, reason string) {
 
 // OnPathUp reports that path i is back; it is probed before reuse.
 func (e *Engine) OnPathUp(now vtime.Time, i int) {
+	e.repick = true
 	if i < 0 || i >= len(e.paths) {
 		return
 	}
@@ -723,6 +736,7 @@ func (e *Engine) OnPathUp(now vtime.Time, i int) {
 // (nothing to do: Actions retries), stall timeouts and quarantine expiry
 // (Actions sends the probes). Early or repeated calls are harmless.
 func (e *Engine) OnTimer(now vtime.Time) {
+	e.repick = true
 	for i := range e.paths {
 		p := &e.paths[i]
 		if d := p.alg.Deadline(); d != 0 && d <= now {
@@ -827,7 +841,8 @@ func (e *Engine) Actions(now vtime.Time, dst []Action) int {
 				i -= np
 			}
 			p := &e.paths[i]
-			if p.state == PathUp && p.hasActive {
+			if p.state == PathUp && p.hasActive && p.blockedUntil <= now &&
+				(p.inflight == 0 || p.inflight < p.win+2*p.seg) && p.wrOut < e.cfg.MaxWRPerPath {
 				var moved bool
 				n, moved = e.post(now, i, dst, n)
 				progress = progress || moved
@@ -837,9 +852,11 @@ func (e *Engine) Actions(now vtime.Time, dst []Action) int {
 		if e.rrPath >= np {
 			e.rrPath = 0
 		}
-		if n < len(dst) && e.pendingN > 0 {
+		if n < len(dst) && e.pendingN > 0 && (e.repick || progress) {
 			if i := e.pick(now); i >= 0 && e.assign(now, i) {
 				progress = true
+			} else {
+				e.repick = false
 			}
 		}
 		if !progress {
@@ -934,7 +951,9 @@ func (e *Engine) onProbeDone(now vtime.Time, p *path, i int, postAt vtime.Time, 
 // DCQCN to cut again and again. Hardware pacing drains the backlog at the
 // rate itself. Without pacing (PacingConfig.Disabled) nothing enforces a
 // rate-based algorithm's rate: that is what "pacing off" means.
-func (e *Engine) window(p *path) units.Bytes {
+func (e *Engine) window(p *path) units.Bytes { return p.win }
+
+func (e *Engine) computeWindow(p *path) units.Bytes {
 	w := min(p.alg.Window(), p.maxInFlight)
 	if p.pacer != nil {
 		if r := p.alg.Rate(); r < p.cfg.LineRate {
@@ -950,11 +969,13 @@ func (e *Engine) window(p *path) units.Bytes {
 // path arrives per completion, so a segment larger than the window would
 // stretch the control loop to one segment time (at a collapsed window, many
 // milliseconds) instead of about an RTT.
-func (e *Engine) segFor(p *path) units.Bytes {
+func (e *Engine) segFor(p *path) units.Bytes { return p.seg }
+
+func (e *Engine) computeSegFor(p *path) units.Bytes {
 	if e.cfg.Pacing.Hardware && p.alg.Window() == units.MaxBytes {
 		return e.segment // the NIC paces a rate-based path: whole chunks
 	}
-	w := e.window(p)
+	w := p.win
 	if w >= 2*e.segment {
 		return e.segment
 	}
@@ -1036,6 +1057,9 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 			}
 		}
 	}
+	if moved {
+		e.refreshRate(p) // OnSend may move a window (HPCC's update mark)
+	}
 	if p.pacer != nil {
 		if sent > 0 {
 			p.pacer.OnSent(now, sent)
@@ -1107,9 +1131,14 @@ func (e *Engine) free(p *path) bool {
 // by refreshRate.
 func (e *Engine) effRate(p *path) float64 { return p.eff }
 
-// refreshRate recomputes p's effective rate after anything it depends on
-// changed (a completion, a CC event).
-func (e *Engine) refreshRate(p *path) { p.eff = e.computeEffRate(p) }
+// refreshRate recomputes p's cached effective rate, window and segment
+// size after anything they depend on changed: every call into p's CC
+// algorithm is followed by one.
+func (e *Engine) refreshRate(p *path) {
+	p.eff = e.computeEffRate(p)
+	p.win = e.computeWindow(p)
+	p.seg = e.computeSegFor(p)
+}
 
 func (e *Engine) computeEffRate(p *path) float64 {
 	r := min(p.rateEst, p.alg.Rate(), p.cfg.LineRate)
