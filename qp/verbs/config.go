@@ -250,6 +250,11 @@ type DialConfig struct {
 	// Clock stamps completions (Completion.At) once per poll batch when
 	// the device has no completion timestamps; nil leaves At zero.
 	Clock vtime.Clock
+	// RTTProbes is how many zero-length WRITE WITH IMM probes Dial sends
+	// on each path, one at a time, to measure its empty-path RTT
+	// (PathInfo.BaseRTT is the smallest post-to-completion time: the RC
+	// ACK is the pong). Default 3; negative disables.
+	RTTProbes int
 }
 
 // ListenConfig configures Host.Listen, the receiver's side.
@@ -308,6 +313,12 @@ func (c DialConfig) withDefaults() (DialConfig, error) {
 	}
 	if c.QPsPerNIC == 0 {
 		c.QPsPerNIC = 1
+	}
+	if c.RTTProbes == 0 {
+		c.RTTProbes = 3
+	}
+	if c.RTTProbes > 100 {
+		return c, fmt.Errorf("verbs: DialConfig.RTTProbes = %d, want at most 100 (negative disables)", c.RTTProbes)
 	}
 	if c.QPsPerNIC < 1 || c.QPsPerNIC > MaxQPsPerNIC {
 		return c, fmt.Errorf("verbs: DialConfig.QPsPerNIC = %d, want 1..%d", c.QPsPerNIC, MaxQPsPerNIC)

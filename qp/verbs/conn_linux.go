@@ -15,6 +15,7 @@ import (
 	"net"
 	"runtime"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"mptx/qp"
@@ -268,6 +269,54 @@ func (c *Conn) setup(ctx context.Context, nics []*nic) error {
 	}
 	if !c.caps.HWRateLimit {
 		c.rateErr = fmt.Errorf("verbs: SetRate: %w (no per-QP rate limiter: packet_pacing_caps.qp_rate_limit_max is 0; pace in software)", qp.ErrNotSupported)
+	}
+	if cfg.RTTProbes > 0 {
+		return c.measureRTT(ctx, cfg.RTTProbes)
+	}
+	return nil
+}
+
+// probeID marks the work requests of measureRTT (never an engine slot).
+const probeID = 1 << 63
+
+// measureRTT sends n zero-length WRITE WITH IMM probes (immediate
+// 0xFFFFFFFF, chunk.ProbeImm) on each path, one outstanding at a time, and
+// records the smallest post-to-completion time as the path's BaseRTT. The
+// receiver counts them as probes.
+func (c *Conn) measureRTT(ctx context.Context, n int) error {
+	clock := vtime.NewMonotonic()
+	buf := make([]qp.Completion, 8)
+	for i := range c.sp {
+		best := time.Duration(0)
+		for k := 0; k < n; k++ {
+			wr := []qp.SendWR{{ID: probeID | uint64(k), Op: qp.OpWriteImm, Imm: 0xFFFFFFFF}}
+			start := clock.Now()
+			if _, err := c.PostSend(i, wr); err != nil {
+				return fmt.Errorf("verbs: RTT probe on path %d: %w", i, err)
+			}
+			for got := false; !got; {
+				m, err := c.Poll(buf)
+				if err != nil {
+					return err
+				}
+				for _, cq := range buf[:m] {
+					if cq.Status != qp.StatusOK {
+						return fmt.Errorf("verbs: RTT probe on path %d (%s QP %#x): %v", cq.Path, c.paths[cq.Path].Device, cq.QPN, cq.Status)
+					}
+					got = true
+				}
+				if err := ctx.Err(); err != nil {
+					return fmt.Errorf("verbs: RTT probe on path %d: %w", i, err)
+				}
+				if !got {
+					runtime.Gosched()
+				}
+			}
+			if d := clock.Now().Sub(start); best == 0 || d < best {
+				best = d
+			}
+		}
+		c.paths[i].BaseRTT = best
 	}
 	return nil
 }

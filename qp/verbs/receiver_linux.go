@@ -407,6 +407,9 @@ func (r *Receiver) allocArrays() {
 	_ = fillCQSet(r.set, r.groups, rwrs, pollBatch)
 }
 
+// RemoteAddr returns the sender's control-connection address.
+func (r *Receiver) RemoteAddr() string { return r.sess.RemoteAddr().String() }
+
 // Offer returns what the sender offered: tensor size, chunk size, CRC,
 // name.
 func (r *Receiver) Offer() *bootstrap.Offer { return r.offer }

@@ -98,22 +98,26 @@ static void fill_ex(struct mptx_wc *o, struct ibv_cq_ex *cq, int ts, int idx) {
 	else if (ts == MPTX_TS_WALLCLOCK) o->ts = ibv_wc_read_completion_wallclock_ns(cq);
 }
 
+// poll_ex polls an extended CQ one completion per ibv_start_poll /
+// ibv_end_poll session. It never calls ibv_next_poll: rdma-core 44's rxe
+// provider, when next_poll finds the queue empty, already stores the
+// consumer index and drops the CQ lock itself, so the ibv_end_poll that
+// ibv_create_cq_ex(3) prescribes after it advances the index a second time
+// (past the producer: later polls return zeroed entries) and unlocks twice.
+// A session per completion is correct for every provider and costs one
+// lock round trip per completion.
 static int poll_ex(struct ibv_cq_ex *cq, struct mptx_wc *out, int max, int ts, int idx) {
 	struct ibv_poll_cq_attr attr;
-	memset(&attr, 0, sizeof(attr));
-	int rc = ibv_start_poll(cq, &attr);
-	if (rc == ENOENT) return 0;
-	if (rc) return -errno_of(rc);
 	int n = 0;
-	for (;;) {
-		fill_ex(&out[n], cq, ts, idx);
-		n++;
-		if (n == max) break;
-		rc = ibv_next_poll(cq);
+	while (n < max) {
+		memset(&attr, 0, sizeof(attr));
+		int rc = ibv_start_poll(cq, &attr);
 		if (rc == ENOENT) break;
-		if (rc) break; // keep what we have; the error resurfaces next poll
+		if (rc) return n > 0 ? n : -errno_of(rc);
+		fill_ex(&out[n], cq, ts, idx);
+		ibv_end_poll(cq);
+		n++;
 	}
-	ibv_end_poll(cq);
 	return n;
 }
 

@@ -151,6 +151,9 @@ type Receiver struct{}
 var _ qp.Receiver = (*Receiver)(nil)
 var _ qp.Notifier = (*Receiver)(nil)
 
+// RemoteAddr returns "".
+func (r *Receiver) RemoteAddr() string { return "" }
+
 // Offer returns nil.
 func (r *Receiver) Offer() *bootstrap.Offer { return nil }
 

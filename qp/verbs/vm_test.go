@@ -4,6 +4,7 @@ package verbs
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"os"
 	"strings"
@@ -61,6 +62,7 @@ type pairOpts struct {
 	qp        QPConfig
 	pool      units.Bytes
 	huge      HugePolicy
+	probes    int // DialConfig.RTTProbes; 0 here means none
 }
 
 func newPair(t testing.TB, e vmEnv, o pairOpts) *pair {
@@ -107,7 +109,7 @@ func newPair(t testing.TB, e vmEnv, o pairOpts) *pair {
 		r, err := ln.Accept(ctx)
 		ch <- res{r, err}
 	}()
-	p.conn, err = p.sh.Dial(ctx, ln.Addr().String(), DialConfig{Secret: testSecret, Send: p.send, QPsPerNIC: o.qpsPerNIC, QP: o.qp, Clock: vtime.NewMonotonic()})
+	p.conn, err = p.sh.Dial(ctx, ln.Addr().String(), DialConfig{Secret: testSecret, Send: p.send, QPsPerNIC: o.qpsPerNIC, QP: o.qp, Clock: vtime.NewMonotonic(), RTTProbes: cmp.Or(o.probes, -1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,5 +244,24 @@ func roundTrip(t *testing.T, p *pair, wantPaths int) {
 	}
 	if !bytes.Equal(p.recv.Region(), src) {
 		t.Fatal("the receiver's region differs from the sent bytes")
+	}
+}
+
+// TestVMRTTProbes: Dial measures every path's empty-path RTT with
+// zero-length WRITE WITH IMM probes, which the receiver sees as probes.
+func TestVMRTTProbes(t *testing.T) {
+	e := needVM(t)
+	p := newPair(t, e, pairOpts{qpsPerNIC: 1, probes: 3})
+	for i, pi := range p.conn.Paths() {
+		if pi.BaseRTT <= 0 || pi.BaseRTT > 10*time.Second {
+			t.Errorf("path %d BaseRTT = %v, want a measured RTT", i, pi.BaseRTT)
+		}
+		t.Logf("path %d (%s QP %#x, UDP source port %d): base RTT %v", i, pi.Device, pi.QPN, pi.SrcPort, pi.BaseRTT)
+	}
+	rc := waitRecv(t, p.recv, 3*len(p.conn.Paths()))
+	for _, c := range rc {
+		if c.Imm != 0xFFFFFFFF || c.Bytes != 0 || c.Status != qp.StatusOK {
+			t.Errorf("receiver saw %+v, want zero-length probes with immediate 0xffffffff", c)
+		}
 	}
 }

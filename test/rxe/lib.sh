@@ -35,6 +35,15 @@ rxe_pair() {
   ip rule add pref $((101 + 2 * _paths)) oif "$b" lookup "$tb"
   ip route add "$ipb/32" dev "$a" src "$ipa" table "$ta"
   ip route add "$ipa/32" dev "$b" src "$ipb" table "$tb"
+  # rdma_rxe (6.1) runs a QP's requester both inline in the poster's
+  # context and as a tasklet on whatever CPU the completer ran, and veth
+  # queues each packet on the sending CPU's backlog: packets of one QP then
+  # overtake each other, every reordering costs a NAK and a go-back-N
+  # retransmission, and we saw QPs stop making progress after a few rounds
+  # of that. Steering both ends' receive processing to CPU 0 (RPS) keeps
+  # each QP's packets in order.
+  echo 1 >"/sys/class/net/$a/queues/rx-0/rps_cpus"
+  echo 1 >"/sys/class/net/$b/queues/rx-0/rps_cpus"
   rdma link add "$ra" type rxe netdev "$a" || return 1
   rdma link add "$rb" type rxe netdev "$b" || return 1
   _paths=$((_paths + 1))
