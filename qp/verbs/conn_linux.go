@@ -189,6 +189,14 @@ func (c *Conn) setup(ctx context.Context, nics []*nic) error {
 		}
 	}
 	offer := &bootstrap.Offer{Size: uint64(cfg.Size), ChunkSize: uint64(cfg.ChunkSize), Name: cfg.Name}
+	for _, n := range nics {
+		if n.dev.Caps.Timestamps {
+			offer.Caps |= bootstrap.CapTimestamps
+		}
+		if n.dev.Caps.HWRateLimit {
+			offer.Caps |= bootstrap.CapHWRateLimit
+		}
+	}
 	if cfg.CRC {
 		offer.Caps |= bootstrap.CapCRC
 		offer.CRC32C = cfg.CRC32C
@@ -388,6 +396,7 @@ func (c *Conn) post(path int, wrs []qp.SendWR, check bool) (int, error) {
 	}
 	sendLen := c.cfg.Send.Len()
 	laddr := c.cfg.Send.addr()
+	inline := units.Bytes(p.q.inline)
 	in := unsafe.Slice(p.in, postBatch)
 	posted := 0
 	for posted < len(wrs) {
@@ -413,6 +422,9 @@ func (c *Conn) post(path int, wrs []qp.SendWR, check bool) (int, error) {
 			d.imm = C.uint32_t(w.Imm)
 			d.op = C.uint32_t(w.Op)
 			d.flags = 0
+			if w.Len > 0 && w.Len <= inline {
+				d.flags = C.IBV_SEND_INLINE // copied at post: no DMA read of the buffer
+			}
 		}
 		res := C.mptx_post_send(p.q.qp, p.in, C.int(k), p.wrs, p.sges)
 		for i := 0; i < int(res.posted); i++ {

@@ -13,19 +13,25 @@ import (
 // is a node whose parent cannot be destroyed while it lives:
 //
 //	host
+//	├── pool (mmap; unmapped last)
 //	└── device context (ibv_open_device)
-//	    ├── completion channel (ibv_create_comp_channel)
-//	    │   └── CQ (ibv_create_cq, ibv_create_cq_ex)
 //	    └── PD (ibv_alloc_pd)
-//	        ├── MR (ibv_reg_mr)
-//	        ├── SRQ (ibv_create_srq)
-//	        ├── QP (ibv_create_qp)
-//	        └── MW (ibv_alloc_mw)
+//	        ├── MR: the pool's, user buffers' (ibv_reg_mr)
+//	        └── connection (one per Conn or Receiver on this NIC)
+//	            ├── completion channel (ibv_create_comp_channel)
+//	            ├── CQ (ibv_create_cq, ibv_create_cq_ex)
+//	            ├── control CQ and SRQ (receiver; ibv_create_srq)
+//	            ├── completion watcher (stops before the CQ goes)
+//	            ├── QPs (ibv_create_qp)
+//	            └── MWs or the region's MR (receiver; ibv_alloc_mw, ibv_reg_mr)
 //
 // Closing a node closes its live children first, newest first, then
-// destroys the node itself; closing twice is a no-op. Connections hang
-// their QPs, CQs and windows under their own node so that Conn.Close and
-// Host.Close both tear down in a valid order.
+// destroys the node itself; closing twice is a no-op. A connection's
+// children are created in dependency order (a CQ before the QPs that use
+// it), so newest-first is also the order verbs requires: windows, QPs,
+// SRQ, CQs, channel. The CQ is not the PD's child in verbs terms, but
+// hanging it there orders its destruction before the PD's and the
+// context's, which is all the tree must guarantee.
 //
 // Safety net: each Go wrapper gets a runtime.AddCleanup. If a wrapper
 // becomes unreachable without Close, the cleanup reports a Leak (kind,

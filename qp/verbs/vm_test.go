@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -263,5 +264,46 @@ func TestVMRTTProbes(t *testing.T) {
 		if c.Imm != 0xFFFFFFFF || c.Bytes != 0 || c.Status != qp.StatusOK {
 			t.Errorf("receiver saw %+v, want zero-length probes with immediate 0xffffffff", c)
 		}
+	}
+}
+
+// TestVMRateLimitUnsupported: rxe has no per-QP rate limiter
+// (packet_pacing_caps are 0), so Caps says so and SetRate reports
+// qp.ErrNotSupported; the engine then paces segments in software.
+func TestVMRateLimitUnsupported(t *testing.T) {
+	e := needVM(t)
+	p := newPair(t, e, pairOpts{nics: 1, qpsPerNIC: 1})
+	if p.conn.Caps().HWRateLimit {
+		t.Fatal("Caps().HWRateLimit = true on rxe")
+	}
+	err := p.conn.SetRate(0, 100*units.Mbps)
+	if !errors.Is(err, qp.ErrNotSupported) {
+		t.Fatalf("SetRate on rxe = %v, want qp.ErrNotSupported", err)
+	}
+	t.Logf("SetRate: %v", err)
+	if c := p.conn.Caps(); c.ECNCounters || c.CNPCounters || c.Timestamps || !c.CarriesData || c.MaxMessageBytes != 8*units.MiB {
+		t.Errorf("Caps() = %+v; want rxe's: data, no ECN/CNP counters, no timestamps, 8 MiB messages", c)
+	}
+	if c, err := p.conn.Counters(0); err != nil || c.ECNMarked != 0 || c.CNPReceived != 0 {
+		t.Errorf("Counters(0) = %+v, %v; want zeros for ECN and CNP", c, err)
+	}
+}
+
+// TestVMInlineWrites: requests up to QPConfig.MaxInline bytes are posted
+// inline and land like any other.
+func TestVMInlineWrites(t *testing.T) {
+	e := needVM(t)
+	p := newPair(t, e, pairOpts{nics: 1, qpsPerNIC: 1, qp: QPConfig{MaxInline: 64}})
+	src := p.send.Bytes()
+	copy(src, "inline bytes travel inside the work request")
+	if n, err := p.conn.PostSend(0, []qp.SendWR{{ID: 1, Op: qp.OpWriteImm, Len: 43, Imm: 5}}); n != 1 || err != nil {
+		t.Fatal(n, err)
+	}
+	if c := waitSend(t, p.conn, 1)[0]; c.Status != qp.StatusOK {
+		t.Fatalf("inline write: %+v", c)
+	}
+	waitRecv(t, p.recv, 1)
+	if got := string(p.recv.Region()[:43]); got != string(src[:43]) {
+		t.Fatalf("region holds %q", got)
 	}
 }

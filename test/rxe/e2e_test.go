@@ -237,7 +237,7 @@ type transfer struct {
 // retransmits data that was never lost (thousands of duplicate requests,
 // and on 6.1's rxe eventually a "remote invalid request" NAK that kills
 // the QP).
-var slowLink = []string{"--chunk", "1MiB", "--segment", "1MiB", "--pfc-xoff", "16MiB", "--stall-timeout", "3s", "--max-inflight", "8MiB",
+var slowLink = []string{"--chunk", "1MiB", "--segment", "1MiB", "--pfc-xoff", "16MiB", "--stall-timeout", "3s", "--max-inflight", "16MiB",
 	"--qp-timeout", "500ms", "--retry", "3", "--busy-poll", "5ms"}
 
 func (e env) runTransfer(t *testing.T, ctx context.Context, tr transfer, during func(send *proc)) (*proc, *proc) {
