@@ -237,7 +237,13 @@ acknowledged every byte (RC). send then waits for the receiver's receipt,
 sent after the receiver saw every chunk's immediate (so every byte is in place)
 and, unless --no-crc, checked the CRC-32C; the exit status is 0 only if the
 receipt says so. The summary gives throughput, each path's share, requeues and
-RTTs.`,
+RTTs.
+
+Soft-RoCE (rdma_rxe), especially in a VM: rxe's cost is per work request and
+its ACKs lag under load, so post whole chunks (--chunk 1MiB --segment 1MiB
+--pfc-xoff 16MiB), keep more in flight (--max-inflight 16MiB), raise the ACK
+timeout (--qp-timeout 500ms) and the stall timeout (--stall-timeout 3s), and
+let the loop spin through short waits (--busy-poll 5ms); test/rxe uses these.`,
 		Example: `  MPTX_SECRET=$(cat /etc/mptx.secret) mptx send --to 10.0.0.2:7471 --file weights.bin
   mptx send --to host:7471 --size 1GiB --devices mlx5_0,mlx5_1 --qps-per-nic 4 --secret-file s.key`,
 		Args: cobra.NoArgs,
