@@ -43,6 +43,7 @@ type SenderStats struct {
 	Posted      uint64 // work requests posted
 	Completions uint64 // send completions polled
 	PostErrors  uint64 // work requests the backend refused
+	Resets      uint64 // queue pairs brought back from the error state
 	Steps       uint64
 }
 
@@ -53,6 +54,7 @@ type Sender struct {
 	cfg    SenderConfig
 	intr   qp.INTReader
 	rl     qp.RateLimiter
+	rs     qp.Resetter
 	acts   []multipath.Action
 	cqes   []qp.Completion
 	wrs    [][]qp.SendWR // per path batch
@@ -113,6 +115,7 @@ func NewSender(conn qp.Conn, cfg SenderConfig) (*Sender, error) {
 	}
 	s := &Sender{conn: conn, eng: eng, cfg: cfg, rl: rl}
 	s.intr, _ = conn.(qp.INTReader)
+	s.rs, _ = conn.(qp.Resetter)
 	s.acts = make([]multipath.Action, cfg.Batch)
 	s.cqes = make([]qp.Completion, cfg.Batch)
 	s.wrs = make([][]qp.SendWR, len(infos))
@@ -227,6 +230,13 @@ func (s *Sender) execute(now vtime.Time, acts []multipath.Action) {
 				s.stats.PostErrors++
 			}
 		case multipath.ActPost, multipath.ActProbe:
+			if a.Reset {
+				if err := s.reset(a.Path); err != nil {
+					s.comp = multipath.Completion{WorkID: a.WorkID, Reason: "reset-failed"}
+					s.eng.OnCompletion(now, &s.comp)
+					continue
+				}
+			}
 			wr := qp.SendWR{ID: a.WorkID, Op: qp.OpWrite, Local: a.Local, Remote: a.Remote, Len: a.Len}
 			if a.HasImm {
 				wr.Op, wr.Imm = qp.OpWriteImm, a.ImmData
@@ -267,6 +277,17 @@ func (s *Sender) execute(now vtime.Time, acts []multipath.Action) {
 			}
 		}
 	}
+}
+
+// reset brings path's queue pair out of the error state where the backend
+// can (qp.Resetter); without it the probe goes out on the errored queue
+// pair and fails, and the engine's backoff decides.
+func (s *Sender) reset(path int) error {
+	if s.rs == nil {
+		return nil
+	}
+	s.stats.Resets++
+	return s.rs.Reset(path)
 }
 
 // Idle reports whether the sender has no live transfer.

@@ -214,6 +214,7 @@ type path struct {
 	probeID     uint64
 	probeFail   int
 	probeReason string // why the last probe failed
+	qpErr       bool   // lost to an error completion: reset the QP before probing
 	lastProbe   vtime.Time
 
 	hasActive    bool
@@ -558,6 +559,7 @@ func (e *Engine) OnCompletion(now vtime.Time, c *Completion) {
 	p.inflight -= w.len
 	if !c.OK {
 		if w.postAt >= p.upAt && p.state == PathUp {
+			p.qpErr = true
 			e.lose(now, int(w.path), PathQuarantined, c.Reason)
 		}
 		return
@@ -892,7 +894,7 @@ func (e *Engine) probes(now vtime.Time, dst []Action, n int) int {
 		p.probeID = id
 		p.lastProbe = now
 		p.probes++
-		dst[n] = Action{Kind: ActProbe, Path: i, WorkID: id, HasImm: true, ImmData: chunk.ProbeImm}
+		dst[n] = Action{Kind: ActProbe, Path: i, WorkID: id, HasImm: true, ImmData: chunk.ProbeImm, Reset: p.qpErr && due}
 		n++
 	}
 	return n
@@ -903,6 +905,7 @@ func (e *Engine) onProbeDone(now vtime.Time, p *path, i int, postAt vtime.Time, 
 	if ok {
 		rtt := now.Sub(postAt)
 		if p.state == PathProbing {
+			p.qpErr = false
 			p.state = PathUp
 			p.upAt = now
 			p.probeFail = 0
@@ -918,6 +921,7 @@ func (e *Engine) onProbeDone(now vtime.Time, p *path, i int, postAt vtime.Time, 
 		return
 	}
 	if p.state == PathUp {
+		p.qpErr = true
 		e.lose(now, i, PathQuarantined, reason)
 		return
 	}

@@ -431,3 +431,38 @@ func TestHardwarePacingSetsRates(t *testing.T) {
 		t.Errorf("no lower ActSetRate for path 0 after CNPs: %+v", f.acts[:n])
 	}
 }
+
+func TestProbeAfterQPErrorAsksForReset(t *testing.T) {
+	rates := []units.BitRate{10 * units.Gbps, 10 * units.Gbps}
+	f := newFakeNet(t, Config{CC: "fixed", QuarantineMin: time.Millisecond}, rates, 10*time.Microsecond)
+	f.submit(1, 8*units.MiB, units.MiB)
+	n := f.e.Actions(f.now, f.acts)
+	var id uint64
+	for _, a := range f.acts[:n] {
+		if a.Kind == ActPost && a.Path == 0 {
+			id = a.WorkID
+			break
+		}
+	}
+	f.comp = Completion{WorkID: id, Reason: "retry-exceeded"}
+	f.e.OnCompletion(f.now, &f.comp)
+	if st := f.e.Stats(0); st.State != PathQuarantined {
+		t.Fatalf("path 0 after an error completion: %v, want quarantined", st.State)
+	}
+	later := f.now.Add(2 * time.Millisecond)
+	n = f.e.Actions(later, f.acts)
+	var probe *Action
+	for i := range f.acts[:n] {
+		if f.acts[i].Kind == ActProbe && f.acts[i].Path == 0 {
+			probe = &f.acts[i]
+		}
+	}
+	if probe == nil || !probe.Reset {
+		t.Fatalf("probe after a QP error = %+v, want one with Reset set", probe)
+	}
+	f.comp = Completion{WorkID: probe.WorkID, OK: true}
+	f.e.OnCompletion(later.Add(20*time.Microsecond), &f.comp)
+	if st := f.e.Stats(0); st.State != PathUp {
+		t.Fatalf("path 0 after a successful probe: %v, want up", st.State)
+	}
+}

@@ -22,7 +22,9 @@ const (
 	ActPost ActionKind = iota + 1
 	// ActProbe: send an RTT probe on Path (a zero-length WRITE WITH IMM
 	// carrying chunk.ProbeImm) with id WorkID; report its completion with
-	// OnCompletion like any other.
+	// OnCompletion like any other. With Reset set, the path was lost to a
+	// queue-pair error: bring the queue pair back first (qp.Resetter) and
+	// report a failed completion for WorkID if that fails.
 	ActProbe
 	// ActDone: transfer Transfer completed; every chunk was acknowledged.
 	ActDone
@@ -66,6 +68,7 @@ type Action struct {
 	ImmData  uint32        // chunk.EncodeImm(slot, chunk)
 	Attempt  uint16        // 1 for the first try of the chunk, 2+ after requeues
 	Rate     units.BitRate // for ActSetRate
+	Reset    bool          // for ActProbe: reset the queue pair first
 	Err      error         // for ActFailed
 }
 

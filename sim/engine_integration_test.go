@@ -56,8 +56,8 @@ func (e *engineConn) submit(t *testing.T, w *sim.World, id multipath.TransferID,
 type qpErrTracer struct{ at map[uint32]sim.Time }
 
 func (q *qpErrTracer) Trace(ev *sim.TraceEvent) {
-	if ev.Kind == sim.TrQPError {
-		q.at[ev.QPN] = ev.At
+	if _, seen := q.at[ev.QPN]; ev.Kind == sim.TrQPError && !seen {
+		q.at[ev.QPN] = ev.At // the first error: later ones are failed probes after resets
 	}
 }
 
@@ -212,5 +212,77 @@ func TestEngineSoftwareDCQCNFair(t *testing.T) {
 	}
 	if meanQ <= 0.85*float64(ecn.Kmin) || meanQ >= float64(ecn.Kmax) {
 		t.Errorf("mean queue %.0f B, want between 0.85·Kmin %v and Kmax %v", meanQ, ecn.Kmin, ecn.Kmax)
+	}
+}
+
+// TestEngineLinkRecovers: a spine uplink fails and comes back mid-transfer.
+// The QPs crossing it hit retry exhaustion; the engine requeues their
+// chunks, quarantines the paths and keeps probing with backoff, asking the
+// driver to reset each errored queue pair first (qp.Resetter →
+// sim.QP.Reset). Probes fail while the link is down; once it is up, a probe
+// succeeds, the path is back in use and carries chunks again before the
+// tensor finishes, and every byte still arrives.
+func TestEngineLinkRecovers(t *testing.T) {
+	w := sim.NewWorld(22)
+	const timeoutExp, retries = 5, 3 // 131 µs × 4 = 524 µs to retry exhaustion
+	tp, err := topo.LeafSpine(w, topo.LeafSpineConfig{
+		Common: topo.Common{ECNByRate: true, NIC: sim.NICConfig{AckTimeout: timeoutExp, RetryCount: retries}},
+		Leaves: 2, Spines: 4, HostsPerLeaf: 1, UplinkRate: 100 * units.Gbps,
+	})
+	mustT(t, err)
+	const paths = 8
+	e := newEngineConn(t, w, tp.Net, tp.Hosts[0], tp.Hosts[1], paths, multipath.Config{CC: "dcqcn", Seed: 1})
+	var cable *sim.Cable
+	for _, p := range tp.Net.PathOf(e.conn.QPs()[0]) {
+		if p.Switch() == tp.Leaves[0] {
+			cable = p.Cable()
+		}
+	}
+	affected := map[int]bool{}
+	for i := 0; i < paths; i++ {
+		for _, ps := range [][]*sim.Port{tp.Net.PathOf(e.conn.QPs()[i]), tp.Net.PathOf(e.conn.PeerQPs()[i])} {
+			for _, p := range ps {
+				if p.Cable() == cable {
+					affected[i] = true
+				}
+			}
+		}
+	}
+	if len(affected) == 0 || len(affected) == paths {
+		t.Fatalf("%d of %d paths cross the cable; need some of each", len(affected), paths)
+	}
+	size := units.Bytes(1 * units.GiB)
+	if testing.Short() || raceEnabled {
+		size = 512 * units.MiB
+	}
+	e.submit(t, w, 1, size)
+	down, up := 300*sim.Microsecond, 4*sim.Millisecond
+	cable.SetDown(down)
+	cable.SetUp(up)
+	w.RunUntil(up)
+	atUp := make([]units.Bytes, paths)
+	for i := range atUp {
+		atUp[i] = e.snd.Engine().Stats(i).Bytes
+	}
+	w.RunUntil(5 * sim.Second)
+	if e.err != nil || e.doneAt == 0 || !e.rdone {
+		t.Fatalf("transfer: sender done at %v err %v, receiver done %v", e.doneAt, e.err, e.rdone)
+	}
+	if e.doneAt.Duration() <= up.VTime().Duration() {
+		t.Fatalf("tensor done at %v, before the link came back at %v: make it larger", e.doneAt, up.VTime())
+	}
+	for i := range affected {
+		st := e.snd.Engine().Stats(i)
+		after := st.Bytes - atUp[i]
+		t.Logf("path %d: %v, %d downs, %d probes, %v carried after the link came back", i, st.State, st.Downs, st.Probes, after)
+		if st.Downs == 0 {
+			t.Errorf("path %d crosses the failed cable but was never taken out of use", i)
+		}
+		if st.State != multipath.PathUp || after == 0 {
+			t.Errorf("path %d: state %v with %v carried after recovery; want it back up and carrying chunks", i, st.State, after)
+		}
+	}
+	if r := e.snd.Stats().Resets; r == 0 {
+		t.Errorf("the driver never reset a queue pair")
 	}
 }

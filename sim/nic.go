@@ -766,6 +766,40 @@ func (q *QP) fail(st qp.Status, now Time) {
 	q.cur, q.curOf = 0, 0
 }
 
+// Reset brings a QP in the error state back to ready together with its
+// connected peer, as a verbs driver does with ibv_modify_qp(3) RESET → INIT
+// → RTR → RTS on both ends after a transport error. Both ends restart at a
+// fresh PSN a quarter of the sequence space past the old incarnation's, so
+// packets of the old one still in the fabric are taken as duplicates. The
+// send queue is already empty (the error flushed it); the QP's rate
+// control keeps its state. Resetting a ready QP is a no-op.
+func (q *QP) Reset(peer *QP) error {
+	if peer == nil || q.peer != peer.nic.id || q.peerQPN != peer.qpn {
+		return fmt.Errorf("sim: Reset of QP %s/%#x: the peer given is not its connected peer", q.nic.name, q.qpn)
+	}
+	if q.state != qpError {
+		return nil
+	}
+	now := q.nic.w.now
+	psn := q.sndEnd + 1<<30
+	q.sndUna, q.sndNxt, q.sndEnd, q.maxSent = psn, psn, psn, psn
+	q.retries = 0
+	q.cur, q.curOf = 0, 0
+	q.nextTx = 0
+	q.state = qpReady
+	if q.cc != nil {
+		q.armCC(now)
+	}
+	peer.ePSN = psn
+	peer.msgBytes = 0
+	peer.unacked = 0
+	peer.nakSent, peer.dupAcked = false, false
+	if q.nic.w.tracer != nil {
+		q.nic.w.trace(TrQPReset, q.nic.name, q.qpn, psn, 0)
+	}
+	return nil
+}
+
 // Close moves the QP to the error state, flushing outstanding work
 // requests.
 func (q *QP) Close() {

@@ -241,12 +241,14 @@ const (
 	TrLinkDown                        // Where: cable
 	TrLinkUp                          // Where: cable
 	TrWatchdog                        // Where: port; N: ps paused
+	TrQPReset                         // Where: NIC; QPN; PSN: the fresh start PSN
 )
 
 var traceNames = [...]string{
 	TrDrop: "drop", TrPauseSent: "pause", TrResumeSent: "resume", TrCNPSent: "cnp",
 	TrNAKSent: "nak", TrTimeout: "timeout", TrQPError: "qp-error", TrSendDone: "send-done",
 	TrRecvDone: "recv-done", TrLinkDown: "link-down", TrLinkUp: "link-up", TrWatchdog: "watchdog",
+	TrQPReset: "qp-reset",
 }
 
 // String returns the kind's name.

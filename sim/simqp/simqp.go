@@ -275,6 +275,15 @@ func (c *Conn) SetRate(path int, r units.BitRate) error {
 	return c.qps[path].SetRateLimit(r)
 }
 
+// Reset implements qp.Resetter: path's QP and its peer leave the error
+// state and restart at a fresh PSN (sim.QP.Reset).
+func (c *Conn) Reset(path int) error {
+	if path < 0 || path >= len(c.qps) {
+		return errBadPath
+	}
+	return c.qps[path].Reset(c.rqps[path])
+}
+
 // Caps implements qp.Conn.
 func (c *Conn) Caps() qp.Caps {
 	depth := 0
