@@ -243,7 +243,8 @@ Soft-RoCE (rdma_rxe), especially in a VM: rxe's cost is per work request and
 its ACKs lag under load, so post whole chunks (--chunk 1MiB --segment 1MiB
 --pfc-xoff 16MiB), keep more in flight (--max-inflight 16MiB), raise the ACK
 timeout (--qp-timeout 500ms) and the stall timeout (--stall-timeout 3s), and
-let the loop spin through short waits (--busy-poll 5ms); test/rxe uses these.`,
+keep --busy-poll short: a spinning process takes CPU from rxe's kernel tasks.
+test/rxe uses these settings.`,
 		Example: `  MPTX_SECRET=$(cat /etc/mptx.secret) mptx send --to 10.0.0.2:7471 --file weights.bin
   mptx send --to host:7471 --size 1GiB --devices mlx5_0,mlx5_1 --qps-per-nic 4 --secret-file s.key`,
 		Args: cobra.NoArgs,
