@@ -64,6 +64,7 @@ type Conn struct {
 	maxMsg  units.Bytes
 	lastSyn vtime.Time
 	rateErr error
+	receipt *Receipt // a Receipt that arrived while Reset waited for its ack
 	closed  bool
 	cleanup runtime.Cleanup
 }
@@ -83,6 +84,9 @@ type sendPath struct {
 	ring   []opRec // posted, not yet completed, in order
 	head   int
 	n      int
+	remote bootstrap.Endpoint // the receiver's QP
+	mtu    units.Bytes
+	fl     uint32
 }
 
 // opRec remembers what a posted work request was: RC completes a QP's
@@ -98,6 +102,7 @@ type opRec struct {
 var _ qp.Conn = (*Conn)(nil)
 var _ qp.RateLimiter = (*Conn)(nil)
 var _ qp.Notifier = (*Conn)(nil)
+var _ qp.Resetter = (*Conn)(nil)
 
 // Dial connects to the receiver listening at addr (host:port, TCP):
 // authenticates with cfg.Secret (bootstrap), creates cfg.QPsPerNIC RC
@@ -246,6 +251,7 @@ func (c *Conn) setup(ctx context.Context, nics []*nic) error {
 			return err
 		}
 		p.rkey = r.Rkey
+		p.remote, p.mtu, p.fl = r, mtu, fl
 		c.paths = append(c.paths, qp.PathInfo{
 			QPN:      p.q.qpn,
 			Device:   n.dev.Name,
@@ -531,7 +537,9 @@ func (c *Conn) convert(w *C.struct_mptx_wc, d *qp.Completion, now vtime.Time) {
 		return
 	}
 	p := &c.sp[path]
-	if p.n > 0 {
+	// The head is this completion's request (RC completes in order) unless
+	// the completion predates a Reset that emptied the ring.
+	if p.n > 0 && p.ring[p.head].id == d.ID {
 		rec := p.ring[p.head]
 		p.head = (p.head + 1) % len(p.ring)
 		p.n--
@@ -623,10 +631,78 @@ func (c *Conn) Announce(ctx context.Context, t *Transfer) error {
 }
 
 // AwaitReceipt waits for the receiver's verdict on the transfer (its CRC
-// check and byte count), sent over the control connection after its
-// Wait returned.
+// check and byte count), sent over the control connection once it has
+// every byte.
 func (c *Conn) AwaitReceipt(ctx context.Context) (*Receipt, error) {
+	if r := c.receipt; r != nil {
+		c.receipt = nil
+		return r, nil
+	}
 	return c.sess.RecvReceipt(ctx)
+}
+
+// resetTimeout bounds the control round trip of Reset.
+const resetTimeout = 10 * time.Second
+
+// Reset brings path's queue pair back from the error state (qp.Resetter):
+// the receiver resets its end first over the control connection
+// (ResetPath, expecting our fresh PSN), then this end goes RESET → INIT →
+// RTR → RTS (ibv_modify_qp(3)) with that PSN. Work requests outstanding at
+// the error were flushed; completions of theirs still in the CQ are
+// reported as before but no longer matched to posted requests. A path that
+// is not in the error state is left alone; one whose port is down is
+// refused with ErrPathDown (probing it would only time out). Reset blocks
+// for one control round trip.
+func (c *Conn) Reset(path int) error {
+	if c.closed {
+		return qp.ErrClosed
+	}
+	if uint(path) >= uint(len(c.sp)) {
+		return fmt.Errorf("verbs: Reset: path %d, want 0..%d", path, len(c.sp)-1)
+	}
+	p := &c.sp[path]
+	if e := p.g.nic.portDown.Load(); e != nil {
+		return *e
+	}
+	if p.q.health.failed() == nil && C.mptx_qp_state(p.q.qp) == C.IBV_QPS_RTS {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), resetTimeout)
+	defer cancel()
+	psn := randPSN()
+	if err := c.sess.SendResetPath(ctx, &bootstrap.ResetPath{Path: uint16(path), QPN: p.q.qpn, PSN: psn}); err != nil {
+		return err
+	}
+	var ack *bootstrap.ResetAck
+	for ack == nil {
+		t, m, err := c.sess.Recv(ctx)
+		if err != nil {
+			return err
+		}
+		switch t {
+		case bootstrap.TypeResetAck:
+			ack = m.(*bootstrap.ResetAck)
+		case bootstrap.TypeReceipt: // the receiver finished meanwhile
+			c.receipt = m.(*Receipt)
+		default:
+			return fmt.Errorf("%w: %s while waiting for ResetAck", bootstrap.ErrProtocol, t)
+		}
+	}
+	if !ack.OK || int(ack.Path) != path {
+		return fmt.Errorf("verbs: Reset(path %d): the receiver could not reset its end: %s", path, ack.Message)
+	}
+	p.q.psn = psn
+	remote := p.remote
+	remote.PSN = ack.PSN
+	if err := p.g.reconnect(p.q, 0, remote, p.mtu, p.fl, c.cfg.QP); err != nil {
+		return err
+	}
+	if ack.Rkey != 0 {
+		p.rkey = ack.Rkey
+	}
+	p.head, p.n = 0, 0
+	p.q.health.clear()
+	return nil
 }
 
 // Close destroys the connection's QPs, CQs and completion channels and

@@ -196,6 +196,21 @@ func (g *group) createQP(scq, rcq *C.struct_ibv_cq, srq *C.struct_ibv_srq, maxSe
 	return e, nil
 }
 
+// reconnect brings q back from any state (the error state, typically)
+// through RESET → INIT → RTR → RTS (ibv_modify_qp(3)) towards the same
+// remote QP, with a fresh send PSN (q.psn) and the remote's fresh one.
+// Outstanding work requests were flushed or are discarded by RESET.
+func (g *group) reconnect(q *qpEnd, access int, remote bootstrap.Endpoint, mtu units.Bytes, fl uint32, cfg QPConfig) error {
+	name := g.nic.dev.Name + " QP " + strconv.FormatUint(uint64(q.qpn), 16)
+	if rc := C.mptx_qp_reset(q.qp); rc != 0 {
+		return callErr("ibv_modify_qp(RESET)", name, rc)
+	}
+	if rc := C.mptx_qp_init(q.qp, C.uint8_t(g.nic.port.Num), C.int(access)); rc != 0 {
+		return callErr("ibv_modify_qp(INIT)", name, rc)
+	}
+	return g.connect(q, remote, mtu, fl, cfg)
+}
+
 // connect moves q to RTR towards the remote endpoint and then to RTS
 // (ibv_modify_qp(3)). mtu is the negotiated path MTU in bytes.
 func (g *group) connect(q *qpEnd, remote bootstrap.Endpoint, mtu units.Bytes, fl uint32, cfg QPConfig) error {

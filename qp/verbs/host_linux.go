@@ -69,6 +69,9 @@ type health struct{ err atomic.Pointer[error] }
 // fail marks the path down with err; the first reason wins.
 func (h *health) fail(err error) { h.err.CompareAndSwap(nil, &err) }
 
+// clear marks the path up again (after a reset).
+func (h *health) clear() { h.err.Store(nil) }
+
 // failed returns the reason the path is down, nil while it is up.
 func (h *health) failed() error {
 	if p := h.err.Load(); p != nil {

@@ -170,12 +170,22 @@ type Receiver struct {
 	revoked bool
 	closed  bool
 	cleanup runtime.Cleanup
+
+	// The control goroutine reads the control connection during the
+	// transfer: announcements go to transfers, path resets are done on
+	// the spot. mu guards what it shares with the driver's goroutine.
+	transfers chan *Transfer
+	ctlDone   chan struct{}
+	mu        sync.Mutex
+	ctlErr    error
 }
 
 type recvPath struct {
 	q    *qpEnd
 	g    *group
 	rkey uint32
+	mtu  units.Bytes
+	fl   uint32
 }
 
 var _ qp.Receiver = (*Receiver)(nil)
@@ -272,7 +282,7 @@ func (r *Receiver) setup(ctx context.Context, nics []*nic) error {
 		if err := g.connect(q, sp, mtu, fl, cfg.QP); err != nil {
 			return err
 		}
-		rp := recvPath{q: q, g: g}
+		rp := recvPath{q: q, g: g, mtu: mtu, fl: fl}
 		switch r.access {
 		case AccessMemoryWindow:
 			if rp.rkey, err = r.bindWindow(g, q); err != nil {
@@ -311,7 +321,83 @@ func (r *Receiver) setup(ctx context.Context, nics []*nic) error {
 	if err := r.sess.SendAccept(ctx, acc); err != nil {
 		return err
 	}
-	return r.sess.RecvReady(ctx)
+	if err := r.sess.RecvReady(ctx); err != nil {
+		return err
+	}
+	r.transfers = make(chan *Transfer, 16)
+	r.ctlDone = make(chan struct{})
+	go r.control()
+	return nil
+}
+
+// control serves the control connection until it closes: transfer
+// announcements for AwaitTransfer, and path resets (ResetPath), which it
+// carries out at once so that a sender blocked in Conn.Reset is answered
+// even while this side's driver only polls.
+func (r *Receiver) control() {
+	defer close(r.ctlDone)
+	defer close(r.transfers)
+	ctx := context.Background()
+	for {
+		t, m, err := r.sess.Recv(ctx)
+		if err == nil {
+			switch t {
+			case bootstrap.TypeTransfer:
+				r.transfers <- m.(*Transfer)
+				continue
+			case bootstrap.TypeResetPath:
+				ack := r.resetPath(m.(*bootstrap.ResetPath))
+				err = r.sess.SendResetAck(ctx, ack)
+				if err == nil {
+					continue
+				}
+			default:
+				err = fmt.Errorf("%w: unexpected %s during the transfer", bootstrap.ErrProtocol, t)
+			}
+		}
+		r.mu.Lock()
+		r.ctlErr = err
+		r.mu.Unlock()
+		return
+	}
+}
+
+// resetPath brings the receiver's end of a path back (RESET → INIT → RTR →
+// RTS, ibv_modify_qp(3)) expecting the sender's fresh PSN, with a fresh
+// PSN of its own, and rebinds the path's window when the region is exposed
+// through windows (a reset QP's type 2 windows are no longer usable).
+func (r *Receiver) resetPath(m *bootstrap.ResetPath) *bootstrap.ResetAck {
+	ack := &bootstrap.ResetAck{Path: m.Path}
+	i := int(m.Path)
+	if i >= len(r.rp) || r.offer.Paths[i].QPN != m.QPN {
+		ack.Message = fmt.Sprintf("no path %d with sender QPN %#x", i, m.QPN)
+		return ack
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.revoked {
+		ack.Message = "the region was revoked"
+		return ack
+	}
+	p := &r.rp[i]
+	p.q.psn = randPSN()
+	remote := r.offer.Paths[i]
+	remote.PSN = m.PSN
+	if err := p.g.reconnect(p.q, C.IBV_ACCESS_LOCAL_WRITE|C.IBV_ACCESS_REMOTE_WRITE, remote, p.mtu, p.fl, r.cfg.QP); err != nil {
+		ack.Message = err.Error()
+		return ack
+	}
+	if r.access == AccessMemoryWindow {
+		rkey, err := r.bindWindow(p.g, p.q)
+		if err != nil {
+			ack.Message = err.Error()
+			return ack
+		}
+		p.rkey = rkey
+		ack.Rkey = rkey
+	}
+	ack.OK, ack.PSN = true, p.q.psn
+	return ack
 }
 
 // allowUnconfinedWindows lets a test bind windows on rxe anyway, to watch
@@ -422,7 +508,11 @@ func (r *Receiver) Paths() []qp.PathInfo { return r.paths }
 func (r *Receiver) Access() Access { return r.access }
 
 // Rkey returns the rkey the sender was given for path.
-func (r *Receiver) Rkey(path int) uint32 { return r.rp[path].rkey }
+func (r *Receiver) Rkey(path int) uint32 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rp[path].rkey
+}
 
 // Region returns the advertised region's bytes (the tensor lands here).
 // It is valid until Close.
@@ -493,6 +583,8 @@ func (r *Receiver) Notify() <-chan struct{} {
 // changes nothing here. Call it when the transfer is complete (Wait
 // returned); Close calls it too. It is idempotent.
 func (r *Receiver) Revoke() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.revoked {
 		return nil
 	}
@@ -508,9 +600,18 @@ func (r *Receiver) Revoke() error {
 // (Conn.Announce). Track the transfer (mptx.Receiver.Expect), then call
 // AckTransfer: the sender posts nothing before.
 func (r *Receiver) AwaitTransfer(ctx context.Context) (*Transfer, error) {
-	t, err := r.sess.RecvTransfer(ctx)
-	if err != nil {
-		return nil, err
+	var t *Transfer
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case tr, ok := <-r.transfers:
+		if !ok {
+			r.mu.Lock()
+			err := r.ctlErr
+			r.mu.Unlock()
+			return nil, fmt.Errorf("verbs: control connection: %w", err)
+		}
+		t = tr
 	}
 	if t.Remote > r.offer.Size || t.Size > r.offer.Size-t.Remote {
 		err := fmt.Errorf("verbs: transfer %d of %d bytes at offset %d does not fit the %d-byte region", t.ID, t.Size, t.Remote, r.offer.Size)
@@ -544,7 +645,12 @@ func (r *Receiver) Close() error {
 }
 
 func (r *Receiver) teardown() error {
-	errs := []error{r.Revoke()}
+	// Stop the control goroutine first: it may be resetting a QP.
+	errs := []error{r.sess.Close()}
+	if r.ctlDone != nil {
+		<-r.ctlDone
+	}
+	errs = append(errs, r.Revoke())
 	r.nt.stop()
 	for _, n := range r.nodes {
 		errs = append(errs, n.close())
@@ -555,6 +661,5 @@ func (r *Receiver) teardown() error {
 	if r.owned && r.region != nil {
 		errs = append(errs, r.region.Free())
 	}
-	errs = append(errs, r.sess.Close())
 	return errors.Join(errs...)
 }

@@ -312,6 +312,14 @@ int mptx_qp_to_error(struct ibv_qp *qp) {
 	return errno_of(ibv_modify_qp(qp, &a, IBV_QP_STATE));
 }
 
+int mptx_qp_reset(struct ibv_qp *qp) {
+	struct ibv_qp_attr a;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RESET;
+	errno = 0;
+	return errno_of(ibv_modify_qp(qp, &a, IBV_QP_STATE));
+}
+
 int mptx_rate_limit(struct ibv_qp *qp, uint32_t kbps) {
 	struct ibv_qp_rate_limit_attr a;
 	memset(&a, 0, sizeof(a));

@@ -98,6 +98,7 @@ int mptx_qp_rts(struct ibv_qp *qp, uint32_t sq_psn, uint8_t timeout, uint8_t ret
                 uint8_t rnr_retry);
 int mptx_qp_state(struct ibv_qp *qp);
 int mptx_qp_to_error(struct ibv_qp *qp);
+int mptx_qp_reset(struct ibv_qp *qp);
 int mptx_rate_limit(struct ibv_qp *qp, uint32_t kbps);
 int mptx_bind_mw2(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mr *mr, uint64_t addr,
                   uint64_t len, int access, uint64_t wr_id, uint32_t *rkey);

@@ -102,6 +102,7 @@ type Conn struct{}
 var _ qp.Conn = (*Conn)(nil)
 var _ qp.RateLimiter = (*Conn)(nil)
 var _ qp.Notifier = (*Conn)(nil)
+var _ qp.Resetter = (*Conn)(nil)
 
 // Paths returns nil.
 func (c *Conn) Paths() []qp.PathInfo { return nil }
@@ -141,6 +142,9 @@ func (c *Conn) Announce(context.Context, *Transfer) error { return errNotSupport
 
 // AwaitReceipt returns errNotSupported.
 func (c *Conn) AwaitReceipt(context.Context) (*Receipt, error) { return nil, errNotSupported }
+
+// Reset returns errNotSupported.
+func (c *Conn) Reset(int) error { return errNotSupported }
 
 // Close does nothing.
 func (c *Conn) Close() error { return nil }

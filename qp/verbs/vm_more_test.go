@@ -667,3 +667,67 @@ func rxeWaitActive(dev string) error {
 	}
 	return errors.New(dev + " did not become ACTIVE again")
 }
+
+// TestVMResetPath breaks a path's QP (error state, as after retry
+// exhaustion), then brings it back with Conn.Reset (qp.Resetter): both
+// ends go through RESET with fresh PSNs and the path carries data again,
+// while resetting a healthy path changes nothing.
+func TestVMResetPath(t *testing.T) {
+	for _, access := range []Access{AccessAuto, AccessMemoryWindow} {
+		t.Run(access.String(), func(t *testing.T) {
+			e := needVM(t)
+			if access == AccessMemoryWindow {
+				// Exercise the window rebind of a reset QP (rxe's windows do
+				// not confine, see windowsConfine, but they do bind).
+				allowUnconfinedWindows = true
+				defer func() { allowUnconfinedWindows = false }()
+			}
+			p := newPair(t, e, pairOpts{qpsPerNIC: 1, size: units.MiB, access: access})
+			oldKey := p.recv.Rkey(0)
+			src := p.send.Bytes()
+			for i := range src {
+				src[i] = byte(i * 13)
+			}
+			if err := p.conn.Reset(1); err != nil {
+				t.Fatalf("Reset of a healthy path: %v", err)
+			}
+			if err := p.conn.breakPath(0); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.conn.PostSend(0, []qp.SendWR{{ID: 1, Op: qp.OpWriteImm, Len: 4096, Imm: 1}}); err == nil {
+				if c := waitSend(t, p.conn, 1)[0]; c.Status == qp.StatusOK {
+					t.Fatalf("a write on the broken path completed %+v", c)
+				}
+			}
+			if err := p.conn.PathErr(0); err == nil {
+				t.Fatal("path 0 is not down after its QP errored")
+			}
+			if err := p.conn.Reset(0); err != nil {
+				t.Fatalf("Reset(0): %v", err)
+			}
+			if err := p.conn.PathErr(0); err != nil {
+				t.Fatalf("PathErr(0) after Reset = %v, want nil", err)
+			}
+			if access == AccessMemoryWindow && p.recv.Rkey(0) == oldKey {
+				t.Errorf("the window was not rebound: rkey %#x unchanged", oldKey)
+			}
+			for round := 0; round < 2; round++ {
+				wr := []qp.SendWR{{ID: uint64(10 + round), Op: qp.OpWriteImm, Local: 64 << 10, Remote: 64 << 10, Len: 256 << 10, Imm: uint32(0x77 + round)}}
+				if n, err := p.conn.PostSend(0, wr); n != 1 || err != nil {
+					t.Fatalf("PostSend after Reset = %d, %v", n, err)
+				}
+				if c := waitSend(t, p.conn, 1)[0]; c.Status != qp.StatusOK || c.ID != uint64(10+round) || c.Op != qp.OpWriteImm || c.Bytes != 256<<10 {
+					t.Fatalf("write after Reset completed %+v", c)
+				}
+				if c := waitRecv(t, p.recv, 1)[0]; c.Imm != uint32(0x77+round) || c.Path != 0 {
+					t.Fatalf("receiver after Reset saw %+v", c)
+				}
+			}
+			if !bytes.Equal(p.recv.Region()[64<<10:320<<10], src[64<<10:320<<10]) {
+				t.Fatal("the bytes written after Reset differ")
+			}
+			// The other path never noticed.
+			roundTrip(t, p, len(e.sender))
+		})
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -53,8 +54,10 @@ var (
 const DefaultHandshakeTimeout = 10 * time.Second
 
 // Session is an authenticated control channel. Its zero value is not
-// usable; get one from Client or Server. It is not safe for concurrent use.
+// usable; get one from Client or Server. Sends may come from several
+// goroutines (they are serialised); receives must come from one.
 type Session struct {
+	wmu    sync.Mutex // serialises frames (and the send sequence)
 	conn   net.Conn
 	r      *bufio.Reader
 	key    [tagLen]byte

@@ -347,3 +347,42 @@ func FuzzDecodeOffer(f *testing.F) {
 		}
 	})
 }
+
+func TestResetAndRecvAny(t *testing.T) {
+	cc, sc := pair(t)
+	c, s := handshake(t, secretA, secretA, cc, sc)
+	if c.err != nil || s.err != nil {
+		t.Fatal(c.err, s.err)
+	}
+	ctx := context.Background()
+	rp := &ResetPath{Path: 3, QPN: 0x17, PSN: 0xabcdef}
+	ack := &ResetAck{Path: 3, OK: true, PSN: 0x123456, Rkey: 0x99, Message: "reset"}
+	errc := make(chan error, 1)
+	go func() {
+		typ, m, err := s.s.Recv(ctx)
+		if err != nil || typ != TypeResetPath || !reflect.DeepEqual(m, rp) {
+			errc <- fmt.Errorf("Recv = %v, %+v, %v; want the ResetPath", typ, m, err)
+			return
+		}
+		// Two writers at once: the frames must not interleave.
+		var wg sync.WaitGroup
+		for i := 0; i < 2; i++ {
+			wg.Add(1)
+			go func() { defer wg.Done(); _ = s.s.SendResetAck(ctx, ack) }()
+		}
+		wg.Wait()
+		errc <- nil
+	}()
+	if err := c.s.SendResetPath(ctx, rp); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		typ, m, err := c.s.Recv(ctx)
+		if err != nil || typ != TypeResetAck || !reflect.DeepEqual(m, ack) {
+			t.Fatalf("ack %d: Recv = %v, %+v, %v", i, typ, m, err)
+		}
+	}
+}

@@ -38,6 +38,9 @@
 // then per transfer Transfer, TransferAck (the sender posts only after it),
 // and, when the receiver has every byte, Receipt.
 //
-// A Session is used by one goroutine at a time; it is not safe for
-// concurrent use. Deadlines come from the context passed to each call.
+// During a transfer the sender may also send ResetPath, answered by
+// ResetAck, to bring a path's queue pair back from the error state.
+//
+// A Session's sends may come from several goroutines; its receives must
+// come from one. Deadlines come from the context passed to each call.
 package bootstrap

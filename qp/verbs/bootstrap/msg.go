@@ -28,6 +28,8 @@ const (
 	TypeAbort       Type = 5
 	TypeTransfer    Type = 6
 	TypeTransferAck Type = 7
+	TypeResetPath   Type = 8
+	TypeResetAck    Type = 9
 )
 
 // String returns the type's name.
@@ -47,6 +49,10 @@ func (t Type) String() string {
 		return "Transfer"
 	case TypeTransferAck:
 		return "TransferAck"
+	case TypeResetPath:
+		return "ResetPath"
+	case TypeResetAck:
+		return "ResetAck"
 	}
 	return fmt.Sprintf("Type(%d)", uint8(t))
 }
@@ -109,6 +115,24 @@ type Transfer struct {
 	Remote    uint64 // offset of the tensor in the advertised region
 	CRC       bool   // CRC32C is set
 	CRC32C    uint32
+}
+
+// ResetPath asks the receiver to bring one path's queue pair back from the
+// error state (RESET → INIT → RTR → RTS, ibv_modify_qp(3)) expecting the
+// sender's fresh packet sequence number.
+type ResetPath struct {
+	Path uint16
+	QPN  uint32 // the sender's QPN on that path (unchanged by a reset)
+	PSN  uint32 // the sender's new send PSN: the receiver's new expected PSN
+}
+
+// ResetAck answers ResetPath.
+type ResetAck struct {
+	Path    uint16
+	OK      bool
+	PSN     uint32 // the receiver's new send PSN
+	Rkey    uint32 // the rkey that opens the region on this path now (0: unchanged)
+	Message string // why not OK
 }
 
 // Receipt is the receiver's verdict after the transfer.
@@ -256,6 +280,34 @@ func (m *Accept) unmarshal(d *dec) {
 	m.Paths = d.endpoints()
 }
 
+func (m *ResetPath) marshal(e *enc) {
+	e.u16(m.Path)
+	e.u32(m.QPN)
+	e.u32(m.PSN)
+}
+
+func (m *ResetPath) unmarshal(d *dec) {
+	m.Path = d.u16()
+	m.QPN = d.u32()
+	m.PSN = d.u32()
+}
+
+func (m *ResetAck) marshal(e *enc) {
+	e.u16(m.Path)
+	e.u8(boolByte(m.OK))
+	e.u32(m.PSN)
+	e.u32(m.Rkey)
+	e.str(m.Message)
+}
+
+func (m *ResetAck) unmarshal(d *dec) {
+	m.Path = d.u16()
+	m.OK = d.u8() == 1
+	m.PSN = d.u32()
+	m.Rkey = d.u32()
+	m.Message = d.str()
+}
+
 func (m *Transfer) marshal(e *enc) {
 	e.u64(m.ID)
 	e.u32(m.Slot)
@@ -322,6 +374,8 @@ func (s *Session) dir(sending bool) byte {
 }
 
 func (s *Session) writeFrame(ctx context.Context, t Type, payload []byte) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	if len(payload) > MaxPayload {
 		return fmt.Errorf("bootstrap: %s payload is %d bytes, at most %d", t, len(payload), MaxPayload)
 	}
@@ -481,6 +535,51 @@ func (s *Session) RecvReceipt(ctx context.Context) (*Receipt, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// SendResetPath asks the receiver to reset a path (sender).
+func (s *Session) SendResetPath(ctx context.Context, m *ResetPath) error {
+	return s.send(ctx, TypeResetPath, m)
+}
+
+// SendResetAck answers a ResetPath (receiver).
+func (s *Session) SendResetAck(ctx context.Context, m *ResetAck) error {
+	return s.send(ctx, TypeResetAck, m)
+}
+
+// Recv reads the next frame whatever its type and returns it decoded:
+// *Offer, *Accept, *Transfer (for Transfer and TransferAck, with the type
+// to tell them apart), *Receipt, *ResetPath, *ResetAck, or nil for Ready.
+// An Abort frame yields ErrAborted with the peer's reason.
+func (s *Session) Recv(ctx context.Context) (Type, any, error) {
+	t, payload, err := s.readFrame(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	d := &dec{b: payload}
+	var m message
+	switch t {
+	case TypeAbort:
+		return t, nil, fmt.Errorf("%w: %s", ErrAborted, d.str())
+	case TypeReady:
+		return t, nil, d.done()
+	case TypeOffer:
+		m = new(Offer)
+	case TypeAccept:
+		m = new(Accept)
+	case TypeTransfer, TypeTransferAck:
+		m = new(Transfer)
+	case TypeReceipt:
+		m = new(Receipt)
+	case TypeResetPath:
+		m = new(ResetPath)
+	case TypeResetAck:
+		m = new(ResetAck)
+	default:
+		return t, nil, fmt.Errorf("%w: unknown frame type %d", ErrProtocol, t)
+	}
+	m.unmarshal(d)
+	return t, m, d.done()
 }
 
 // SendAbort tells the peer why we give up. Errors are ignored by design:
