@@ -140,6 +140,10 @@ func (h *Host) Dial(ctx context.Context, addr string, cfg DialConfig) (*Conn, er
 		c.teardown()
 		return nil, err
 	}
+	if !h.trackConn(c, c.Close) {
+		c.teardown()
+		return nil, fmt.Errorf("verbs: host closed during Dial")
+	}
 	c.cleanup = runtime.AddCleanup(c, leakedAll, c.nodes)
 	return c, nil
 }
@@ -714,6 +718,7 @@ func (c *Conn) Close() error {
 	}
 	c.closed = true
 	c.cleanup.Stop()
+	c.h.untrackConn(c)
 	return c.teardown()
 }
 

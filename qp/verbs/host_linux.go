@@ -40,7 +40,29 @@ type Host struct {
 	alloc   *allocator
 	mu      sync.Mutex
 	closed  bool
+	open    map[any]func() error // live Conns and Receivers, closed first by Close
 	cleanup runtime.Cleanup
+}
+
+// track registers a connection's Close with the host; it returns false if
+// the host is already closed.
+func (h *Host) trackConn(key any, close func() error) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return false
+	}
+	if h.open == nil {
+		h.open = map[any]func() error{}
+	}
+	h.open[key] = close
+	return true
+}
+
+func (h *Host) untrackConn(key any) {
+	h.mu.Lock()
+	delete(h.open, key)
+	h.mu.Unlock()
 }
 
 // nic is one opened device port.
@@ -300,9 +322,11 @@ func (h *Host) checkOpen() error {
 	return nil
 }
 
-// Close closes every connection, receiver, region and NIC of the host and
-// unmaps the pool. It is idempotent. Buffers from Alloc are invalid after
-// it.
+// Close closes every connection and receiver still open (their Close, so
+// that later calls on them report qp.ErrClosed), then every region and NIC,
+// children first, and unmaps the pool. It is idempotent. It must not run
+// while a driver is still using one of the host's connections. Buffers
+// from Alloc are invalid after it.
 func (h *Host) Close() error {
 	h.mu.Lock()
 	if h.closed {
@@ -310,9 +334,16 @@ func (h *Host) Close() error {
 		return nil
 	}
 	h.closed = true
+	open := h.open
+	h.open = nil
 	h.mu.Unlock()
+	var errs []error
+	for _, c := range open {
+		errs = append(errs, c())
+	}
 	h.cleanup.Stop()
-	return h.root.close()
+	errs = append(errs, h.root.close())
+	return errors.Join(errs...)
 }
 
 // Buffer is registered memory: a range of the host's pool (Host.Alloc) or

@@ -134,6 +134,10 @@ func (l *Listener) serve(ctx context.Context, tcp net.Conn) (*Receiver, error) {
 		r.teardown()
 		return nil, err
 	}
+	if !l.h.trackConn(r, r.Close) {
+		r.teardown()
+		return nil, fmt.Errorf("verbs: host closed during Accept")
+	}
 	r.cleanup = runtime.AddCleanup(r, leakedAll, r.nodes)
 	return r, nil
 }
@@ -641,6 +645,7 @@ func (r *Receiver) Close() error {
 	}
 	r.closed = true
 	r.cleanup.Stop()
+	r.h.untrackConn(r)
 	return r.teardown()
 }
 

@@ -552,6 +552,13 @@ func TestVMCloseParentFirst(t *testing.T) {
 	if err := p.rh.Close(); err != nil {
 		t.Fatalf("receiver Host.Close with a live Receiver: %v", err)
 	}
+	buf := make([]qp.Completion, 4)
+	if _, err := p.conn.Poll(buf); !errors.Is(err, qp.ErrClosed) {
+		t.Errorf("Conn.Poll after Host.Close = %v, want qp.ErrClosed", err)
+	}
+	if _, err := p.recv.Poll(buf); !errors.Is(err, qp.ErrClosed) {
+		t.Errorf("Receiver.Poll after Host.Close = %v, want qp.ErrClosed", err)
+	}
 	if err := p.conn.Close(); err != nil {
 		t.Errorf("Conn.Close after Host.Close: %v", err)
 	}
