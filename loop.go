@@ -30,6 +30,10 @@ type LoopConfig struct {
 	// Done, if set, is checked after every round; Loop returns nil when
 	// it reports true.
 	Done func() bool
+	// LockOSThread pins the loop to its OS thread for its lifetime (a
+	// completion-polling loop should not migrate between threads while it
+	// busy-polls a NIC's completion queue).
+	LockOSThread bool
 }
 
 // Loop drives steppers in real time: each round reads the clock once, steps
@@ -39,6 +43,10 @@ type LoopConfig struct {
 // ends or nil when cfg.Done reports true. Loop must run on the goroutine
 // that owns the steppers.
 func Loop(ctx context.Context, cfg LoopConfig, steppers ...Stepper) error {
+	if cfg.LockOSThread {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
 	clock := cfg.Clock
 	if clock == nil {
 		clock = vtime.NewMonotonic()

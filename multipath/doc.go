@@ -71,7 +71,10 @@
 // with exponential backoff (Config.QuarantineMin doubling to
 // QuarantineMax), then probed with a zero-length WRITE WITH IMM; a probe
 // that completes brings it back, one that fails doubles the backoff, and
-// after Config.MaxProbeFailures consecutive failures the path is dead. A path
+// after Config.MaxProbeFailures consecutive failures the path is dead (it
+// no longer counts as usable, but is still probed every QuarantineMax so a
+// long outage can end). A probe of a path lost to a queue-pair error asks
+// the driver to reset the queue pair first (Action.Reset, qp.Resetter). A path
 // reported down by OnPathDown is not probed until OnPathUp. If the oldest
 // outstanding work request on a path is older than the path's timeout
 // (2·srtt + 4·rttvar, at least Config.MinTimeout) its chunks are requeued

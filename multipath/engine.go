@@ -52,8 +52,10 @@ const (
 	PathProbing
 	// PathDown: the driver reported the path down; it waits for OnPathUp.
 	PathDown
-	// PathDead: MaxProbeFailures consecutive probes failed; never used
-	// again.
+	// PathDead: MaxProbeFailures consecutive probes failed. A dead path
+	// does not count as usable (transfers fail when every path is down
+	// or dead), but it is still probed every QuarantineMax, so a link that
+	// comes back after a long outage brings its path back.
 	PathDead
 )
 
@@ -215,6 +217,7 @@ type path struct {
 	probeFail   int
 	probeReason string // why the last probe failed
 	qpErr       bool   // lost to an error completion: reset the QP before probing
+	fromDead    bool   // the outstanding probe is a dead path's slow retry
 	lastProbe   vtime.Time
 
 	hasActive    bool
@@ -790,7 +793,7 @@ func (e *Engine) Deadline() vtime.Time {
 		p := &e.paths[i]
 		d = vtime.Earliest(d, p.alg.Deadline())
 		switch p.state {
-		case PathQuarantined:
+		case PathQuarantined, PathDead:
 			if p.probeID == 0 {
 				d = vtime.Earliest(d, p.until)
 			}
@@ -879,7 +882,7 @@ func (e *Engine) probes(now vtime.Time, dst []Action, n int) int {
 		if p.probeID != 0 || p.wrOut >= e.cfg.MaxWRPerPath+1 {
 			continue
 		}
-		due := p.state == PathQuarantined && now >= p.until
+		due := (p.state == PathQuarantined || p.state == PathDead) && now >= p.until
 		idle := e.cfg.ProbeInterval > 0 && p.state == PathUp && p.wrOut == 0 && now >= p.lastProbe.Add(e.cfg.ProbeInterval)
 		if !due && !idle {
 			continue
@@ -889,6 +892,7 @@ func (e *Engine) probes(now vtime.Time, dst []Action, n int) int {
 			break
 		}
 		if due {
+			p.fromDead = p.state == PathDead
 			p.state = PathProbing
 		}
 		p.probeID = id
@@ -930,8 +934,9 @@ func (e *Engine) onProbeDone(now vtime.Time, p *path, i int, postAt vtime.Time, 
 	}
 	p.probeFail++
 	p.probeReason = reason
-	if p.probeFail >= e.cfg.MaxProbeFailures {
+	if p.fromDead || p.probeFail >= e.cfg.MaxProbeFailures {
 		p.state = PathDead
+		p.until = now.Add(e.cfg.QuarantineMax)
 		e.checkUsable(now)
 		return
 	}

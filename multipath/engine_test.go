@@ -35,6 +35,7 @@ type fakeNet struct {
 	cnps    []uint64
 	comp    Completion
 	trace   *bytes.Buffer
+	hook    func() // called after every step of run
 }
 
 type pending struct {
@@ -166,6 +167,9 @@ func (f *fakeNet) run(ids ...TransferID) {
 			f.e.OnCounters(f.now, i, 0, f.cnps[i])
 		}
 		f.step()
+		if f.hook != nil {
+			f.hook()
+		}
 	}
 }
 
@@ -464,5 +468,35 @@ func TestProbeAfterQPErrorAsksForReset(t *testing.T) {
 	f.e.OnCompletion(later.Add(20*time.Microsecond), &f.comp)
 	if st := f.e.Stats(0); st.State != PathUp {
 		t.Fatalf("path 0 after a successful probe: %v, want up", st.State)
+	}
+}
+
+func TestDeadPathIsStillProbedAndComesBack(t *testing.T) {
+	rates := []units.BitRate{10 * units.Gbps, 10 * units.Gbps}
+	f := newFakeNet(t, Config{CC: "fixed", MaxProbeFailures: 2, QuarantineMax: 4 * time.Millisecond}, rates, 10*time.Microsecond)
+	f.dead[0] = true
+	sawDead := false
+	var back vtime.Time
+	f.hook = func() {
+		st := f.e.Stats(0)
+		if st.State == PathDead && !sawDead {
+			sawDead = true
+			back = f.now.Add(10 * time.Millisecond)
+		}
+		if sawDead && f.now >= back {
+			f.dead[0] = false
+		}
+	}
+	f.submit(1, 256*units.MiB, units.MiB)
+	f.run(1)
+	if !sawDead {
+		t.Fatal("path 0 never became dead")
+	}
+	st := f.e.Stats(0)
+	if st.State != PathUp || f.bytes[0] == 0 {
+		t.Errorf("path 0 after its link came back: %v with %v carried; want it probed back up and carrying chunks", st.State, f.bytes[0])
+	}
+	if f.done[1] != nil {
+		t.Errorf("transfer: %v", f.done[1])
 	}
 }
