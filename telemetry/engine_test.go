@@ -249,11 +249,14 @@ func (d *tight) round() {
 
 // BenchmarkEngineTracing is the engine benchmark (8 paths at 400 Gbps,
 // 4 MiB chunks, DCQCN) with telemetry off (nil Recorder), with the
-// Recorder's metrics only, and with tracing on (spans through a batch
-// processor to a discarding exporter, metrics on). ns/chunk is the figure
-// to compare; dropped/chunk shows whether the span builder kept up.
+// Recorder's metrics only, and with tracing on (metrics on, spans through a
+// batch processor to a discarding exporter): "tracing" builds the provider
+// as Setup does (processors behind NewSpanProcessor: the Recorder builds
+// chunk spans itself), "tracing-sdk" is a plain SDK provider (every span
+// through the SDK). ns/chunk is the figure to compare; dropped/chunk shows
+// whether the span builder kept up.
 func BenchmarkEngineTracing(b *testing.B) {
-	for _, mode := range []string{"off", "metrics", "tracing"} {
+	for _, mode := range []string{"off", "metrics", "tracing", "tracing-sdk"} {
 		b.Run(mode, func(b *testing.B) {
 			cfg := multipath.Config{CC: "dcqcn"}
 			var rec *telemetry.Recorder
@@ -262,7 +265,12 @@ func BenchmarkEngineTracing(b *testing.B) {
 				tcfg := telemetry.Config{Wall: telemetry.FixedEpoch(time.Unix(1e9, 0)), Paths: memPathAttrs(8), CC: "dcqcn",
 					MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()),
 						sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter))} // as Setup configures it
-				if mode == "tracing" {
+				switch mode {
+				case "tracing": // as Setup builds it
+					tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(
+						telemetry.NewSpanProcessor(sdktrace.NewBatchSpanProcessor(tracetest.NewNoopExporter()))))
+					tcfg.TracerProvider = tp
+				case "tracing-sdk":
 					tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
 					tcfg.TracerProvider = tp
 				}
@@ -303,4 +311,130 @@ func BenchmarkEngineTracing(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestEngineNoAllocsWithTracing checks that with tracing and metrics on,
+// the engine's own goroutine still allocates nothing: the real engine
+// driven as in BenchmarkEngineTracing, the Recorder's builder held inside
+// its first event (its Wall blocks) so that whatever it would allocate
+// cannot be counted, and every engine event therefore a ring copy.
+func TestEngineNoAllocsWithTracing(t *testing.T) {
+	hold := make(chan struct{})
+	var once bool
+	wall := func(v vtime.Time) time.Time {
+		if !once {
+			once = true
+			<-hold
+		}
+		return time.Unix(1e9, 0).Add(time.Duration(v))
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(
+		telemetry.NewSpanProcessor(sdktrace.NewBatchSpanProcessor(tracetest.NewNoopExporter()))))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	rec, err := telemetry.NewRecorder(telemetry.Config{Wall: wall, Paths: memPathAttrs(8), CC: "dcqcn", TracerProvider: tp, Buffer: 1 << 20,
+		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newTight(t, multipath.Config{CC: "dcqcn", Recorder: rec})
+	for range 100 {
+		d.round()
+	}
+	c0 := d.chunks
+	if allocs := testing.AllocsPerRun(2000, d.round); allocs != 0 {
+		t.Errorf("engine round with tracing on: %v allocations, want 0", allocs)
+	}
+	if d.chunks == c0 {
+		t.Fatal("no chunk completed during the measurement")
+	}
+	close(hold)
+	rec.Close(d.now)
+	if n := rec.DroppedEvents(); n != 0 {
+		t.Errorf("%d events dropped: the ring was meant to hold them all", n)
+	}
+}
+
+// BenchmarkEngineTracingInterleaved measures what BenchmarkEngineTracing
+// does, on a machine whose speed drifts by more than the effect: one
+// engine per mode (off, metrics, tracing as Setup builds it) in one
+// process, driven in turns of slice rounds (about 50 ms) in rotating order,
+// each turn timed on its own, so that drift hits every mode alike. A
+// Recorder's turn ends with Flush inside the timed region: work its
+// builder still had queued is charged to it (an overestimate, as that work
+// would otherwise overlap the engine). Reported: ns/chunk per mode and the
+// cost of metrics and of tracing in percent of the engine's throughput
+// with telemetry off.
+func BenchmarkEngineTracingInterleaved(b *testing.B) {
+	const slice = 30000 // rounds per turn (about 50 ms)
+	type mode struct {
+		name   string
+		d      *tight
+		rec    *telemetry.Recorder
+		tp     *sdktrace.TracerProvider
+		ns     int64
+		chunks int
+	}
+	modes := []*mode{{name: "off"}, {name: "metrics"}, {name: "tracing"}}
+	for _, m := range modes {
+		cfg := multipath.Config{CC: "dcqcn"}
+		if m.name != "off" {
+			tcfg := telemetry.Config{Wall: telemetry.FixedEpoch(time.Unix(1e9, 0)), Paths: memPathAttrs(8), CC: "dcqcn",
+				MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()),
+					sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter))}
+			if m.name == "tracing" {
+				m.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(
+					telemetry.NewSpanProcessor(sdktrace.NewBatchSpanProcessor(tracetest.NewNoopExporter()))))
+				tcfg.TracerProvider = m.tp
+			}
+			var err error
+			if m.rec, err = telemetry.NewRecorder(tcfg); err != nil {
+				b.Fatal(err)
+			}
+			cfg.Recorder = m.rec
+		}
+		m.d = newTight(b, cfg)
+		for range 1000 {
+			m.d.round()
+		}
+		if m.rec != nil {
+			m.rec.Flush()
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		for k := range modes {
+			m := modes[(i+k)%len(modes)]
+			c0 := m.d.chunks
+			start := time.Now()
+			for range slice {
+				m.d.round()
+			}
+			if m.rec != nil {
+				m.rec.Flush()
+			}
+			m.ns += time.Since(start).Nanoseconds()
+			m.chunks += m.d.chunks - c0
+		}
+	}
+	b.StopTimer()
+	per := map[string]float64{}
+	for _, m := range modes {
+		if m.chunks == 0 {
+			b.Fatalf("%s: no chunk completed", m.name)
+		}
+		per[m.name] = float64(m.ns) / float64(m.chunks)
+		b.ReportMetric(per[m.name], m.name+"-ns/chunk")
+		if m.rec != nil {
+			m.rec.Close(m.d.now)
+			if n := m.rec.DroppedEvents(); n != 0 {
+				b.Errorf("%s: %d events dropped", m.name, n)
+			}
+		}
+		if m.tp != nil {
+			_ = m.tp.Shutdown(context.Background())
+		}
+	}
+	b.ReportMetric(100*(per["metrics"]/per["off"]-1), "metrics-%")
+	b.ReportMetric(100*(per["tracing"]/per["off"]-1), "tracing-%")
 }

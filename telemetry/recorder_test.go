@@ -50,10 +50,18 @@ type testRig struct {
 	tp     *sdktrace.TracerProvider
 }
 
-func newRig(t testing.TB, paths int, sampler sdktrace.Sampler) *testRig {
+// newRig returns a Recorder tracing into a span recorder. With direct, the
+// span recorder sits behind NewSpanProcessor, as Setup arranges its
+// exporters, and the Recorder builds chunk spans itself; otherwise every
+// span goes through the SDK.
+func newRig(t testing.TB, paths int, sampler sdktrace.Sampler, direct bool) *testRig {
 	t.Helper()
 	sr := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr), sdktrace.WithSampler(sampler))
+	var sp sdktrace.SpanProcessor = sr
+	if direct {
+		sp = NewSpanProcessor(sr)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sp), sdktrace.WithSampler(sampler))
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	rec, err := NewRecorder(Config{
@@ -82,8 +90,17 @@ func attrMap(kvs []attribute.KeyValue) map[string]attribute.Value {
 	return m
 }
 
-func TestRecorderSpans(t *testing.T) {
-	rig := newRig(t, 3, sdktrace.AlwaysSample())
+// bothPaths runs f for the SDK path and for chunk spans built by the
+// Recorder (NewSpanProcessor): every assertion holds for both.
+func bothPaths(t *testing.T, f func(t *testing.T, direct bool)) {
+	t.Run("sdk", func(t *testing.T) { f(t, false) })
+	t.Run("direct", func(t *testing.T) { f(t, true) })
+}
+
+func TestRecorderSpans(t *testing.T) { bothPaths(t, testRecorderSpans) }
+
+func testRecorderSpans(t *testing.T, direct bool) {
+	rig := newRig(t, 3, sdktrace.AlwaysSample(), direct)
 	spec := threePaths()
 	res := rig.run(spec)
 	if res.Requeues == 0 {
@@ -219,7 +236,7 @@ func collect(t *testing.T, r *sdkmetric.ManualReader) (map[string]map[int64]int6
 }
 
 func TestRecorderMetrics(t *testing.T) {
-	rig := newRig(t, 3, sdktrace.AlwaysSample())
+	rig := newRig(t, 3, sdktrace.AlwaysSample(), false)
 	res := rig.run(threePaths())
 	ints, counts := collect(t, rig.reader)
 	for p := range 3 {
@@ -254,8 +271,10 @@ func TestRecorderMetrics(t *testing.T) {
 	}
 }
 
-func TestRecorderUnsampled(t *testing.T) {
-	rig := newRig(t, 3, sdktrace.NeverSample())
+func TestRecorderUnsampled(t *testing.T) { bothPaths(t, testRecorderUnsampled) }
+
+func testRecorderUnsampled(t *testing.T, direct bool) {
+	rig := newRig(t, 3, sdktrace.NeverSample(), direct)
 	res := rig.run(threePaths())
 	if n := len(rig.spans.Ended()); n != 0 {
 		t.Errorf("unsampled transfer ended %d spans, want 0", n)
@@ -266,8 +285,10 @@ func TestRecorderUnsampled(t *testing.T) {
 	}
 }
 
-func TestRecorderCNPBurstsAndPFC(t *testing.T) {
-	rig := newRig(t, 2, sdktrace.AlwaysSample())
+func TestRecorderCNPBurstsAndPFC(t *testing.T) { bothPaths(t, testRecorderCNPBurstsAndPFC) }
+
+func testRecorderCNPBurstsAndPFC(t *testing.T, direct bool) {
+	rig := newRig(t, 2, sdktrace.AlwaysSample(), direct)
 	r := rig.rec
 	us := func(n int) vtime.Time { return vtime.Time(n) * vtime.Time(time.Microsecond) }
 	ev := func(e multipath.Event) { r.Record(&e) }
@@ -321,8 +342,10 @@ func TestRecorderCNPBurstsAndPFC(t *testing.T) {
 	}
 }
 
-func TestRecorderCloseAbandons(t *testing.T) {
-	rig := newRig(t, 1, sdktrace.AlwaysSample())
+func TestRecorderCloseAbandons(t *testing.T) { bothPaths(t, testRecorderCloseAbandons) }
+
+func testRecorderCloseAbandons(t *testing.T, direct bool) {
+	rig := newRig(t, 1, sdktrace.AlwaysSample(), direct)
 	r := rig.rec
 	e := multipath.Event{Kind: multipath.EvTransferStart, Now: 10, Transfer: 3, Bytes: 2048, Chunk: 2, Size: 1024}
 	r.Record(&e)
@@ -386,16 +409,26 @@ func TestNewRecorderErrors(t *testing.T) {
 }
 
 // TestRecorderNoAllocs checks that Record allocates nothing: always on the
-// engine's side (the ring), and in synchronous mode for every event with
-// tracing off and for chunk starts, path samples, probes and CNPs with
-// tracing on (only span creation allocates).
+// engine's side (the ring; the builder is held inside its first event so
+// that its own allocations cannot be counted), and in synchronous mode for
+// every event with tracing off and for chunk starts, path samples, probes
+// and CNPs with tracing on (only span creation allocates).
 func TestRecorderNoAllocs(t *testing.T) {
 	for _, mode := range []struct {
 		name          string
 		sync, tracing bool
 	}{{"async/tracing", false, true}, {"sync/notracing", true, false}, {"sync/tracing", true, true}} {
 		reader := sdkmetric.NewManualReader()
-		cfg := Config{Wall: FixedEpoch(epoch), Paths: pathAttrs(2), Synchronous: mode.sync,
+		hold := make(chan struct{})
+		first := !mode.sync
+		wall := func(v vtime.Time) time.Time {
+			if first {
+				first = false
+				<-hold
+			}
+			return epoch.Add(time.Duration(v))
+		}
+		cfg := Config{Wall: wall, Paths: pathAttrs(2), Synchronous: mode.sync,
 			MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}
 		if mode.tracing {
 			cfg.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder()))
@@ -406,7 +439,9 @@ func TestRecorderNoAllocs(t *testing.T) {
 		}
 		start := multipath.Event{Kind: multipath.EvTransferStart, Now: 1, Transfer: 1, Bytes: 1 << 30, Chunk: 1 << 14, Size: 64 << 10}
 		rec.Record(&start)
-		rec.Flush()
+		if mode.sync {
+			rec.Flush()
+		}
 		ev := multipath.Event{}
 		now := vtime.Time(10)
 		c := uint32(0)
@@ -429,7 +464,11 @@ func TestRecorderNoAllocs(t *testing.T) {
 		if allocs != 0 {
 			t.Errorf("%s: %v allocations per event batch, want 0", mode.name, allocs)
 		}
+		close(hold)
 		rec.Close(now)
+		if n := rec.DroppedEvents(); n != 0 {
+			t.Errorf("%s: %d events dropped; the ring was meant to hold them all", mode.name, n)
+		}
 	}
 }
 

@@ -129,6 +129,11 @@ func (t *Telemetry) ForceFlush(ctx context.Context) error {
 //     parentbased_traceidratio; the ratio is in [0, 1].
 //   - OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES: the resource.
 //   - OTEL_METRIC_EXPORT_INTERVAL: read by the periodic metric reader.
+//   - OTEL_BSP_*: read by the batch span processors.
+//
+// The span processors (one per trace exporter) sit behind NewSpanProcessor,
+// so that Recorders hand them chunk spans directly; a processor added later
+// with RegisterSpanProcessor sees transfer spans only unless wrapped too.
 //
 // Errors name the variable, its value and the valid values.
 func Setup(ctx context.Context, cfg SetupConfig) (*Telemetry, error) {
@@ -189,8 +194,9 @@ func Setup(ctx context.Context, cfg SetupConfig) (*Telemetry, error) {
 		return nil, err
 	}
 
-	// Traces.
-	var tpOpts []sdktrace.TracerProviderOption
+	// Traces. The processors are wrapped in NewSpanProcessor so that
+	// Recorders hand them chunk spans directly.
+	var procs []sdktrace.SpanProcessor
 	for _, kind := range traceKinds {
 		var exp sdktrace.SpanExporter
 		var name string
@@ -221,15 +227,15 @@ func Setup(ctx context.Context, cfg SetupConfig) (*Telemetry, error) {
 			name = n
 		}
 		if cfg.SyncExport {
-			tpOpts = append(tpOpts, sdktrace.WithSyncer(exp))
+			procs = append(procs, sdktrace.NewSimpleSpanProcessor(exp))
 		} else {
-			tpOpts = append(tpOpts, sdktrace.WithBatcher(exp))
+			procs = append(procs, sdktrace.NewBatchSpanProcessor(exp))
 		}
 		t.TraceExporters = append(t.TraceExporters, name)
 	}
 	if len(t.TraceExporters) > 0 {
-		tpOpts = append(tpOpts, sdktrace.WithResource(res), sdktrace.WithSampler(sampler))
-		tp := sdktrace.NewTracerProvider(tpOpts...)
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(NewSpanProcessor(procs...)),
+			sdktrace.WithResource(res), sdktrace.WithSampler(sampler))
 		t.TracerProvider = tp
 		t.shutdown = append(t.shutdown, tp.Shutdown)
 		t.flush = append(t.flush, tp.ForceFlush)
