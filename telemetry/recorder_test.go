@@ -510,19 +510,26 @@ func TestRecorderRingFull(t *testing.T) {
 // BenchmarkRecordChunk measures the recorder's cost per chunk attempt
 // (start, done, path sample) on the engine's goroutine: async is the
 // default (a ring copy; the worker builds spans on another goroutine),
-// sync does all the work inside Record. dropped/op reports ring overflow:
-// a benchmark loop produces chunks far faster than any real transfer.
+// sync does all the work inside Record ("direct": chunk spans built by the
+// Recorder, the provider's processor behind NewSpanProcessor; "on": SDK
+// spans). dropped/op reports ring overflow: a benchmark loop produces
+// chunks far faster than any real transfer.
 func BenchmarkRecordChunk(b *testing.B) {
 	for _, mode := range []struct {
-		name          string
-		sync, tracing bool
-	}{{"async/tracing=on", false, true}, {"async/tracing=off", false, false}, {"sync/tracing=on", true, true}, {"sync/tracing=off", true, false}} {
+		name                  string
+		sync, tracing, direct bool
+	}{{"async/tracing=on", false, true, false}, {"async/tracing=off", false, false, false},
+		{"sync/tracing=direct", true, true, true}, {"sync/tracing=on", true, true, false}, {"sync/tracing=off", true, false, false}} {
 		b.Run(mode.name, func(b *testing.B) {
 			cfg := Config{Wall: FixedEpoch(epoch), Paths: pathAttrs(4), Synchronous: mode.sync,
 				MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))}
 			var tp *sdktrace.TracerProvider
 			if mode.tracing {
-				tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+				sp := sdktrace.NewBatchSpanProcessor(tracetest.NewNoopExporter())
+				if mode.direct {
+					sp = NewSpanProcessor(sp)
+				}
+				tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sp))
 				cfg.TracerProvider = tp
 			}
 			rec, err := NewRecorder(cfg)
