@@ -846,8 +846,13 @@ func (e *Engine) Actions(now vtime.Time, dst []Action) int {
 				i -= np
 			}
 			p := &e.paths[i]
-			if p.state == PathUp && p.hasActive && p.blockedUntil <= now &&
-				(p.inflight == 0 || p.inflight < p.win+2*p.seg) && p.wrOut < e.cfg.MaxWRPerPath {
+			if p.state != PathUp || !p.hasActive || p.blockedUntil > now {
+				continue
+			}
+			// A pacing block that has passed is over even if the window
+			// now holds the path: Deadline must not keep returning it.
+			p.blockedUntil = 0
+			if (p.inflight == 0 || p.inflight < p.win+2*p.seg) && p.wrOut < e.cfg.MaxWRPerPath {
 				var moved bool
 				n, moved = e.post(now, i, dst, n)
 				progress = progress || moved
