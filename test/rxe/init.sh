@@ -21,6 +21,9 @@ for d in tmp run var/tmp; do mount -t tmpfs -o mode=1777 tmpfs "$R/$d"; done
 mount --rbind /proc "$R/proc"; mount --rbind /sys "$R/sys"; mount --rbind /dev "$R/dev"
 mkdir -p "$R/dev/shm" "$R/dev/pts"
 mount -t tmpfs -o mode=1777 tmpfs "$R/dev/shm"; mount -t devpts devpts "$R/dev/pts"
+# A share under /tmp, /run or /var/tmp (a checkout in /tmp, as CI may make)
+# lies in the guest's fresh tmpfs: create its mount point there.
+mkdir -p "$R$SHARE" 2>/dev/null
 mount -t 9p -o trans=virtio,version=9p2000.L,rw,cache=none,msize=512000 share9p "$R$SHARE" || { echo "mptx-vm: cannot mount the share"; halt 97; }
 ip link set lo up
 echo "mptx-vm: job starts at uptime $(cut -d' ' -f1 /proc/uptime)s"
