@@ -9,19 +9,7 @@ import (
 	"mptx/vtime"
 )
 
-func init() {
-	Register("dcqcn", func(p Params, path PathInfo) (Algorithm, error) {
-		var c DCQCNConfig
-		path, err := path.withDefaults()
-		if err != nil {
-			return nil, err
-		}
-		if err := decode("dcqcn", p, c.specs(path)); err != nil {
-			return nil, err
-		}
-		return NewDCQCN(c, path)
-	})
-}
+func init() { registerConfig("dcqcn", (*DCQCNConfig).specs, NewDCQCN) }
 
 // DCQCNConfig configures DCQCN's reaction point. Zero fields take the
 // defaults below; fields documented with "negative: off" take a negative

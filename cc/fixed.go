@@ -5,19 +5,7 @@ import (
 	"mptx/vtime"
 )
 
-func init() {
-	Register("fixed", func(p Params, path PathInfo) (Algorithm, error) {
-		var c FixedConfig
-		path, err := path.withDefaults()
-		if err != nil {
-			return nil, err
-		}
-		if err := decode("fixed", p, c.specs(path)); err != nil {
-			return nil, err
-		}
-		return NewFixed(c, path)
-	})
-}
+func init() { registerConfig("fixed", (*FixedConfig).specs, NewFixed) }
 
 // FixedConfig configures Fixed. Zero fields take the defaults below.
 type FixedConfig struct {

@@ -8,19 +8,7 @@ import (
 	"mptx/vtime"
 )
 
-func init() {
-	Register("hpcc", func(p Params, path PathInfo) (Algorithm, error) {
-		var c HPCCConfig
-		path, err := path.withDefaults()
-		if err != nil {
-			return nil, err
-		}
-		if err := decode("hpcc", p, c.specs(path)); err != nil {
-			return nil, err
-		}
-		return NewHPCC(c, path)
-	})
-}
+func init() { registerConfig("hpcc", (*HPCCConfig).specs, NewHPCC) }
 
 // HPCCConfig configures HPCC. Zero fields take the defaults below; fields
 // documented with "negative: off" take a negative value to mean zero

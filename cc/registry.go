@@ -75,3 +75,24 @@ func Names() []string {
 	slices.Sort(names)
 	return names
 }
+
+// registerConfig registers an algorithm whose tunables decode, by the
+// specs of its config type C, into a C that build turns into the
+// algorithm. Every algorithm in this package registers this way.
+func registerConfig[C any, A Algorithm](name string, specs func(*C, PathInfo) []spec, build func(C, PathInfo) (A, error)) {
+	Register(name, func(p Params, path PathInfo) (Algorithm, error) {
+		var c C
+		path, err := path.withDefaults()
+		if err != nil {
+			return nil, err
+		}
+		if err := decode(name, p, specs(&c, path)); err != nil {
+			return nil, err
+		}
+		a, err := build(c, path)
+		if err != nil {
+			return nil, err
+		}
+		return a, nil
+	})
+}

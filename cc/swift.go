@@ -9,19 +9,7 @@ import (
 	"mptx/vtime"
 )
 
-func init() {
-	Register("swift", func(p Params, path PathInfo) (Algorithm, error) {
-		var c SwiftConfig
-		path, err := path.withDefaults()
-		if err != nil {
-			return nil, err
-		}
-		if err := decode("swift", p, c.specs(path)); err != nil {
-			return nil, err
-		}
-		return NewSwift(c, path)
-	})
-}
+func init() { registerConfig("swift", (*SwiftConfig).specs, NewSwift) }
 
 // SwiftConfig configures Swift. Windows are in bytes here and in MTU-sized
 // packets inside the algorithm. Zero fields take the defaults below;

@@ -8,19 +8,7 @@ import (
 	"mptx/vtime"
 )
 
-func init() {
-	Register("timely", func(p Params, path PathInfo) (Algorithm, error) {
-		var c TimelyConfig
-		path, err := path.withDefaults()
-		if err != nil {
-			return nil, err
-		}
-		if err := decode("timely", p, c.specs(path)); err != nil {
-			return nil, err
-		}
-		return NewTimely(c, path)
-	})
-}
+func init() { registerConfig("timely", (*TimelyConfig).specs, NewTimely) }
 
 // TimelyConfig configures TIMELY. Zero fields take the defaults below;
 // fields documented with "negative: off" take a negative value to mean
