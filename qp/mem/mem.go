@@ -296,10 +296,13 @@ func (c *Conn) PostSend(path int, wrs []qp.SendWR) (int, error) {
 		}
 		p.out++
 		if p.failed {
+			// A QP reports its error only when the retries run out
+			// (failAt + RetryTimeout); work posted before that completes
+			// after the retry error, flushed, as on an RC QP.
 			st := qp.StatusFlushed
-			at := n.now
+			at := max(n.now, p.failAt.Add(n.cfg.RetryTimeout))
 			if !p.retryDone {
-				st, at = qp.StatusRetryExceeded, n.now.Add(n.cfg.RetryTimeout)
+				st, at = qp.StatusRetryExceeded, max(n.now, p.failAt).Add(n.cfg.RetryTimeout)
 				p.retryDone = true
 			}
 			n.push(event{at: at, kind: evComplete, path: path, wr: *wr, st: st})
