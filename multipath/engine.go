@@ -398,23 +398,28 @@ func (e *Engine) initPath(i int) error {
 		}
 		p.pacer = pc
 		p.pacedRate = pc.Rate()
-		if e.ports[p.cfg.NIC] == nil {
-			// The port's line rate is the fastest of its paths' (they
-			// should all state the NIC's rate).
-			var line units.BitRate
-			for _, q := range e.cfg.Paths {
-				if q.NIC == p.cfg.NIC {
-					line = max(line, q.LineRate)
-				}
+		// The port's line rate is the fastest of its paths' (they should
+		// all state the NIC's rate). A NIC with a single path needs no
+		// port bucket: that path's own pacer never exceeds the line rate.
+		var line units.BitRate
+		onNIC := 0
+		for _, q := range e.cfg.Paths {
+			if q.NIC == p.cfg.NIC {
+				line = max(line, q.LineRate)
+				onNIC++
 			}
+		}
+		if onNIC > 1 && e.ports[p.cfg.NIC] == nil {
 			port, err := pacing.NewPort(pacing.PortConfig{LineRate: line, Burst: e.cfg.Pacing.Burst, PFCXoff: e.cfg.Pacing.PFCXoff, Segment: e.cfg.Segment})
 			if err != nil {
 				return fmt.Errorf("multipath: NIC %d port pacer: %w", p.cfg.NIC, err)
 			}
 			e.ports[p.cfg.NIC] = port
 		}
-		p.port = e.ports[p.cfg.NIC]
-		p.portRate = p.port.Rate()
+		if onNIC > 1 {
+			p.port = e.ports[p.cfg.NIC]
+			p.portRate = p.port.Rate()
+		}
 		if seg == 0 {
 			seg = pc.Segment()
 		}
@@ -1022,7 +1027,10 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 	}
 	avail, pb, qb := units.MaxBytes, units.MaxBytes, units.MaxBytes
 	if p.pacer != nil {
-		pb, qb = p.pacer.Budget(now), p.port.Budget(now)
+		pb = p.pacer.Budget(now)
+		if p.port != nil {
+			qb = p.port.Budget(now)
+		}
 		avail = min(pb, qb)
 	}
 	var sent units.Bytes
@@ -1077,7 +1085,9 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 	if p.pacer != nil {
 		if sent > 0 {
 			p.pacer.OnSent(now, sent)
-			p.port.OnSent(now, sent)
+			if p.port != nil {
+				p.port.OnSent(now, sent)
+			}
 		}
 		if paced {
 			// Wake when both buckets hold the next segment: the deficit
@@ -1086,7 +1096,7 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 			// bucket reads; a wake-up a nanosecond early only re-blocks).
 			seg := min(segMax, clen-ch.posted)
 			wait := p.pacedRate.TxTime(seg - (pb - sent))
-			if d := seg - (qb - sent); d > 0 {
+			if d := seg - (qb - sent); p.port != nil && d > 0 {
 				wait = max(wait, p.portRate.TxTime(d))
 			}
 			p.blockedUntil = now.Add(max(wait, time.Nanosecond))
