@@ -22,10 +22,10 @@ all: build
 deps:
 	@bash scripts/deps.sh
 
-build:
+build: deps
 	$(GO) build -o bin/mptx ./cmd/mptx
 
-run: build
+run: deps build
 	./bin/mptx exp run
 
 include telemetry.mk
