@@ -9,34 +9,46 @@ import "math/bits"
 // goes on the wheel when its bucket lies less than wheelSize buckets after
 // the current instant's bucket, so the wheel never holds two revolutions
 // at once and its buckets, scanned cyclically from the current one, are in
-// time order. Each bucket is an intrusive list sorted by (time, sequence
-// number). New events almost always go at the tail; one that belongs
-// further in is inserted in place if that takes a short walk, and otherwise
-// appended and the bucket marked unsorted, to be sorted once when the
-// clock reaches it (a large fabric puts dozens of events in one bucket). A
-// two-level bitmap finds the next non-empty bucket in a few word
-// operations. Events further out (retry
+// time order. Each bucket is an intrusive list of 32-byte nodes (two to a
+// cache line) sorted by time, ties in scheduling order. New events almost
+// always go at the tail; one that belongs further in is inserted in place
+// if that takes a short walk, and otherwise appended and the bucket marked
+// unsorted, to be sorted once when the clock reaches it (a large fabric
+// puts dozens of events in one bucket). A two-level bitmap finds the next
+// non-empty bucket in a few word operations. Events further out (retry
 // timers, long links) go to the heap. Both structures are O(1) or
 // O(log n) without allocation once grown.
 //
 // Ties at one instant fire in the order they were scheduled, whichever
-// structure holds them, because both compare sequence numbers.
+// structure holds them. Wheel nodes need no sequence number for that:
+//   - within a bucket, list order among equal times is scheduling order:
+//     an in-place insertion goes after every equal time, and once a bucket
+//     is unsorted every new event is appended, so the list is a sorted
+//     prefix followed by later events in scheduling order, which a stable
+//     sort on time alone puts in (time, sequence) order;
+//   - between the structures, of two events due at the same instant the
+//     heap's was always scheduled first: it went to the heap because its
+//     bucket was at least wheelSize buckets ahead of the clock, the
+//     wheel's because it was fewer, and the clock never goes back. So a
+//     tie goes to the heap. The heap itself orders ties by sequence number.
 type eventQueue struct {
 	// wheel
 	nodes  []node
 	freeN  int32 // head of the free node list, -1 if none
-	bkt    []bucket
-	bitmap []uint64 // bucket non-empty
-	summ   []uint64 // bitmap word non-zero
+	ndirty int32 // unsorted buckets
 	wcount int
+	bkt    []bucket
+	bitmap []uint64  // bucket non-empty
+	summ   []uint64  // bitmap word non-zero
 	dirty  []uint64  // bucket list not sorted
 	keys   []sortKey // scratch for sorting a bucket
 	sorts  uint64    // buckets sorted (for tests)
 
 	// heap for the far future
-	heap  []event
-	slots []Handler
-	free1 []uint32
+	heapAt Time // heap[0].at, Forever when the heap is empty
+	heap   []event
+	slots  []Handler
+	free1  []uint32
 }
 
 const (
@@ -48,21 +60,19 @@ const (
 	wordsPerMap = wheelSize / 64
 )
 
-// bucket is one wheel slot: an intrusive list of nodes sorted by
-// (time, sequence number).
+// bucket is one wheel slot: an intrusive list of nodes sorted by time, ties
+// in scheduling order.
 type bucket struct{ head, tail int32 }
 
 // sortKey is a bucket entry being sorted.
 type sortKey struct {
 	at  Time
-	seq uint64
 	idx int32
 }
 
-// node is one wheel entry.
+// node is one wheel entry: 32 bytes.
 type node struct {
 	at   Time
-	seq  uint64
 	h    Handler
 	next int32
 }
@@ -96,6 +106,7 @@ func (q *eventQueue) init() {
 	q.freeN = -1
 	q.dirty = make([]uint64, wordsPerMap)
 	q.keys = make([]sortKey, 0, 64)
+	q.heapAt = Forever
 	q.heap = make([]event, 0, 256)
 	q.slots = make([]Handler, 0, 256)
 }
@@ -106,68 +117,85 @@ func (q *eventQueue) len() int { return q.wcount + len(q.heap) }
 // current instant.
 func (q *eventQueue) push(now, at Time, seq uint64, h Handler) {
 	if uint64(at>>bucketShift)-uint64(now>>bucketShift) < wheelSize {
-		q.wheelPush(at, seq, h)
+		q.wheelPush(at, h)
 		return
 	}
 	q.heapPush(at, seq, h)
 }
 
-func (q *eventQueue) wheelPush(at Time, seq uint64, h Handler) {
-	var ni int32
-	if q.freeN >= 0 {
-		ni = q.freeN
+func (q *eventQueue) wheelPush(at Time, h Handler) {
+	ni := q.freeN
+	if ni >= 0 {
 		q.freeN = q.nodes[ni].next
 	} else {
 		ni = int32(len(q.nodes))
 		q.nodes = append(q.nodes, node{})
 	}
 	n := &q.nodes[ni]
-	n.at, n.seq, n.h, n.next = at, seq, h, -1
+	n.at, n.h, n.next = at, h, -1
+	q.wcount++
 	b := int(at>>bucketShift) & wheelMask
 	bk := &q.bkt[b]
 	t := bk.tail
-	switch {
-	case t < 0: // empty bucket
+	if t < 0 { // empty bucket
 		bk.head, bk.tail = ni, ni
 		q.bitmap[b>>6] |= 1 << (b & 63)
 		q.summ[b>>12] |= 1 << ((b >> 6) & 63)
-	case q.nodes[t].at <= at: // the usual case: append
+		return
+	}
+	if q.nodes[t].at <= at { // the usual case: append
 		q.nodes[t].next = ni
 		bk.tail = ni
-	default: // insert in place (seq is the largest so far, so ties go last)
+		return
+	}
+	q.insert(bk, b, ni, at)
+}
+
+// insert links node ni, due at at, into non-empty bucket b whose tail is
+// due later: in place if the bucket is sorted and the place is near the
+// head (ties go last: every event already there was scheduled earlier),
+// else at the tail, marking the bucket unsorted.
+func (q *eventQueue) insert(bk *bucket, b int, ni int32, at Time) {
+	w, bit := b>>6, uint64(1)<<(b&63)
+	if q.dirty[w]&bit == 0 {
 		prev := int32(-1)
 		cur := bk.head
-		for k := 0; cur >= 0 && q.nodes[cur].at <= at; k++ {
-			if k == maxWalk {
-				// long bucket: append, sort when the clock gets here
-				q.nodes[t].next = ni
-				bk.tail = ni
-				q.dirty[b>>6] |= 1 << (b & 63)
-				q.wcount++
+		for k := 0; k <= maxWalk; k++ {
+			if q.nodes[cur].at > at {
+				q.nodes[ni].next = cur
+				if prev < 0 {
+					bk.head = ni
+				} else {
+					q.nodes[prev].next = ni
+				}
 				return
 			}
 			prev, cur = cur, q.nodes[cur].next
 		}
-		n.next = cur
-		if prev < 0 {
-			bk.head = ni
-		} else {
-			q.nodes[prev].next = ni
-		}
+		// long bucket: append, sort when the clock gets here
+		q.dirty[w] |= bit
+		q.ndirty++
 	}
-	q.wcount++
+	q.nodes[bk.tail].next = ni
+	bk.tail = ni
 }
 
-// wheelMin returns the index of the earliest wheel node, given that the
-// wheel is not empty and every wheel event's bucket is less than wheelSize
+// firstBucket returns the earliest non-empty bucket, given that the wheel
+// is not empty and every wheel event's bucket is less than wheelSize
 // buckets after now's: the first non-empty bucket, scanning cyclically from
 // now's.
-func (q *eventQueue) wheelMin(now Time) int32 {
+func (q *eventQueue) firstBucket(now Time) int {
 	c := int(now>>bucketShift) & wheelMask
 	wi := c >> 6
 	if m := q.bitmap[wi] & (^uint64(0) << (c & 63)); m != 0 {
-		return q.head(wi<<6 | bits.TrailingZeros64(m))
+		return wi<<6 | bits.TrailingZeros64(m)
 	}
+	return q.firstBucketFar(wi)
+}
+
+// firstBucketFar is firstBucket when the current bitmap word has nothing
+// at or after now's bucket.
+func (q *eventQueue) firstBucketFar(wi int) int {
 	w := -1
 	if wi+1 < wordsPerMap {
 		w = q.nextWord(wi + 1)
@@ -178,33 +206,34 @@ func (q *eventQueue) wheelMin(now Time) int32 {
 	if w < 0 {
 		panic("sim: BUG: event wheel count and bitmap disagree")
 	}
-	return q.head(w<<6 | bits.TrailingZeros64(q.bitmap[w]))
+	return w<<6 | bits.TrailingZeros64(q.bitmap[w])
 }
 
 // head returns the earliest node of non-empty bucket b, sorting the bucket
 // first if the clock has just reached it.
 func (q *eventQueue) head(b int) int32 {
-	if q.dirty[b>>6]&(1<<(b&63)) != 0 {
-		q.dirty[b>>6] &^= 1 << (b & 63)
+	if q.ndirty != 0 && q.dirty[b>>6]&(1<<(b&63)) != 0 {
 		q.sortBucket(b)
 	}
 	return q.bkt[b].head
 }
 
-// sortBucket sorts bucket b's list by (time, sequence number).
+// sortBucket sorts unsorted bucket b's list by time, stably (see
+// eventQueue: list order among equal times is then scheduling order).
 func (q *eventQueue) sortBucket(b int) {
+	q.dirty[b>>6] &^= 1 << (b & 63)
+	q.ndirty--
 	q.sorts++
 	bk := &q.bkt[b]
 	keys := q.keys[:0]
 	for i := bk.head; i >= 0; i = q.nodes[i].next {
-		n := &q.nodes[i]
-		keys = append(keys, sortKey{at: n.at, seq: n.seq, idx: i})
+		keys = append(keys, sortKey{at: q.nodes[i].at, idx: i})
 	}
-	// insertion sort: buckets are short and mostly in order already
+	// stable insertion sort: buckets are short and mostly in order already
 	for i := 1; i < len(keys); i++ {
 		k := keys[i]
 		j := i
-		for j > 0 && (keys[j-1].at > k.at || (keys[j-1].at == k.at && keys[j-1].seq > k.seq)) {
+		for j > 0 && keys[j-1].at > k.at {
 			keys[j] = keys[j-1]
 			j--
 		}
@@ -233,35 +262,12 @@ func (q *eventQueue) nextWord(from int) int {
 	return -1
 }
 
-// wheelPop removes node ni, the head of its bucket.
-func (q *eventQueue) wheelPop(ni int32) (Time, Handler) {
-	n := &q.nodes[ni]
-	at, h := n.at, n.h
-	b := int(at>>bucketShift) & wheelMask
-	q.bkt[b].head = n.next
-	if n.next < 0 {
-		q.bkt[b].tail = -1
-		q.bitmap[b>>6] &^= 1 << (b & 63)
-		if q.bitmap[b>>6] == 0 {
-			q.summ[b>>12] &^= 1 << ((b >> 6) & 63)
-		}
-	}
-	n.next = q.freeN // n.h is overwritten on reuse (handlers outlive their events)
-	q.freeN = ni
-	q.wcount--
-	return at, h
-}
-
 // peek returns the earliest event's time; the queue must not be empty.
 func (q *eventQueue) peek(now Time) Time {
 	if q.wcount == 0 {
-		return q.heap[0].at
+		return q.heapAt
 	}
-	at := q.nodes[q.wheelMin(now)].at
-	if len(q.heap) > 0 && q.heap[0].at < at {
-		return q.heap[0].at
-	}
-	return at
+	return min(q.nodes[q.head(q.firstBucket(now))].at, q.heapAt)
 }
 
 // pop removes the earliest event; the queue must not be empty.
@@ -269,15 +275,28 @@ func (q *eventQueue) pop(now Time) (Time, Handler) {
 	if q.wcount == 0 {
 		return q.heapPop()
 	}
-	ni := q.wheelMin(now)
-	if len(q.heap) > 0 {
-		n := &q.nodes[ni]
-		e := q.heap[0]
-		if e.at < n.at || (e.at == n.at && e.key>>slotBits < n.seq) {
-			return q.heapPop()
+	b := q.firstBucket(now)
+	ni := q.head(b)
+	n := &q.nodes[ni]
+	at := n.at
+	if q.heapAt <= at && len(q.heap) > 0 { // ties go to the heap
+		return q.heapPop()
+	}
+	h, next := n.h, n.next
+	bk := &q.bkt[b]
+	bk.head = next
+	if next < 0 {
+		bk.tail = -1
+		w := b >> 6
+		q.bitmap[w] &^= 1 << (b & 63)
+		if q.bitmap[w] == 0 {
+			q.summ[b>>12] &^= 1 << (w & 63)
 		}
 	}
-	return q.wheelPop(ni)
+	n.next = q.freeN // n.h is overwritten on reuse (handlers outlive their events)
+	q.freeN = ni
+	q.wcount--
+	return at, h
 }
 
 func (q *eventQueue) heapPush(at Time, seq uint64, h Handler) {
@@ -298,6 +317,7 @@ func (q *eventQueue) heapPush(at Time, seq uint64, h Handler) {
 	}
 	q.heap = append(q.heap, event{at: at, key: seq<<slotBits | uint64(slot)})
 	q.up(len(q.heap) - 1)
+	q.heapAt = q.heap[0].at
 }
 
 // up restores the heap order from index i towards the root.
@@ -350,6 +370,10 @@ func (q *eventQueue) heapPop() (Time, Handler) {
 	q.heap = h[:n]
 	if n > 1 {
 		q.down(0)
+	}
+	q.heapAt = Forever
+	if n > 0 {
+		q.heapAt = h[0].at
 	}
 	slot := uint32(e.key & slotMask)
 	hd := q.slots[slot]
