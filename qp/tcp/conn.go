@@ -75,6 +75,10 @@ type DialConfig struct {
 	// retry count does. 0 means DefaultRetryTimeout; negative keeps the
 	// kernel's default (minutes).
 	RetryTimeout time.Duration
+	// ResetTimeout bounds one Reset: the new connection and its handshake
+	// (>= 0); 0 means DefaultHandshakeTimeout. Reset blocks the driver's
+	// goroutine for at most this long when the receiver cannot be reached.
+	ResetTimeout time.Duration
 }
 
 type pathState uint8
@@ -85,20 +89,21 @@ const (
 	stateReady pathState = iota
 	// stateError: the receiver NAKed a WR (remote access error). As for an
 	// RC queue pair in the error state, posted WRs complete with
-	// StatusFlushed; the writer has half-closed the connection.
+	// StatusFlushed; the writer has half-closed the connection. Reset
+	// brings the path back to stateReady.
 	stateError
 	// stateBroken: the connection failed. The first WR completed after the
 	// failure gets StatusRetryExceeded (or StatusFatal), later ones
-	// StatusFlushed.
+	// StatusFlushed. Reset brings the path back to stateReady.
 	stateBroken
 )
 
 // Conn is the sender's side of a connection: Paths() TCP connections to one
-// Receiver. It implements qp.Conn and Notifier.
+// Receiver. It implements qp.Conn, qp.Resetter and Notifier.
 //
-// Its qp.Conn methods must be called from one goroutine at a time (the
-// driver's); Notify, PathBytes, RegionSize and ID are safe for concurrent
-// use. The zero value is not usable; get one from Dial.
+// Its qp.Conn methods and Reset must be called from one goroutine at a time
+// (the driver's); Notify, PathBytes, RegionSize and ID are safe for
+// concurrent use. The zero value is not usable; get one from Dial.
 type Conn struct {
 	id         ConnID
 	region     []byte
@@ -112,23 +117,39 @@ type Conn struct {
 	avail      atomic.Int64 // completions in cq, read without the lock by Poll
 	isClosed   atomic.Bool
 
+	// What Reset needs to dial a path again.
+	secret       []byte
+	remotes      []string     // per path
+	pcfgs        []PathConfig // per path
+	rqpns        []uint32     // the receiver's QPN per path
+	retryTimeout time.Duration
+	resetTimeout time.Duration
+
 	mu     sync.Mutex
 	closed bool // guarded by mu
 	cq     cq   // guarded by mu
 }
 
 var (
-	_ qp.Conn  = (*Conn)(nil)
-	_ Notifier = (*Conn)(nil)
+	_ qp.Conn     = (*Conn)(nil)
+	_ qp.Resetter = (*Conn)(nil)
+	_ Notifier    = (*Conn)(nil)
 )
 
 // sendPath is one path of a Conn.
 type sendPath struct {
 	c        *Conn
 	idx      int
-	conn     *net.TCPConn
 	qpn      uint32
 	doorbell chan struct{}
+	// wg counts the writer and reader of the path's current connection;
+	// Reset waits for them before it starts the next pair.
+	wg sync.WaitGroup
+
+	// conn is the path's current connection: written by Reset with c.mu
+	// held, read by the driver's goroutine. The path goroutines use the
+	// connection they were started with.
+	conn *net.TCPConn
 
 	// Guarded by c.mu. The send queue is a ring: sq[head] is the oldest
 	// WR not yet completed, n WRs are outstanding, the first sent of them
@@ -143,7 +164,13 @@ type sendPath struct {
 	cqPending   int
 	state       pathState
 	retryIssued bool
+	resetting   bool // a Reset is under way
 	acked       units.Bytes
+	// Retransmits of the path's failed connections (TCP_INFO read before
+	// they were closed), so that Counters stays cumulative across Reset;
+	// harvested is the last connection counted.
+	retransBase uint64
+	harvested   *net.TCPConn
 
 	// Owned by the writer goroutine.
 	hdrs []([hdrLen]byte)
@@ -169,6 +196,9 @@ func (cfg *DialConfig) validate(addr string) error {
 	}
 	if cfg.MaxSendWR != 0 && (cfg.MaxSendWR < 2 || cfg.MaxSendWR > 1<<16) {
 		return fmt.Errorf("tcp: DialConfig.MaxSendWR = %d (valid: 0 for %d, or 2..65536)", cfg.MaxSendWR, DefaultMaxSendWR)
+	}
+	if cfg.ResetTimeout < 0 {
+		return fmt.Errorf("tcp: DialConfig.ResetTimeout = %v (valid: 0 for %v, or > 0)", cfg.ResetTimeout, DefaultHandshakeTimeout)
 	}
 	for i, p := range cfg.Paths {
 		if p.Remote == "" && addr == "" {
@@ -199,6 +229,9 @@ func Dial(ctx context.Context, addr string, cfg DialConfig) (*Conn, error) {
 	if cfg.RetryTimeout == 0 {
 		cfg.RetryTimeout = DefaultRetryTimeout
 	}
+	if cfg.ResetTimeout == 0 {
+		cfg.ResetTimeout = DefaultHandshakeTimeout
+	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultHandshakeTimeout)
@@ -221,21 +254,17 @@ func Dial(ctx context.Context, addr string, cfg DialConfig) (*Conn, error) {
 		return nil, err
 	}
 	binds := make([]binding, n)
+	remotes := make([]string, n)
 	deadline, _ := ctx.Deadline()
 	for i, pc := range cfg.Paths {
-		remote := pc.Remote
-		if remote == "" {
-			remote = addr
+		remotes[i] = pc.Remote
+		if remotes[i] == "" {
+			remotes[i] = addr
 		}
-		d := net.Dialer{Control: bindToDevice(pc.Interface)}
-		if pc.Local.IsValid() {
-			d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(pc.Local, 0))
-		}
-		nc, err := d.DialContext(ctx, "tcp", remote)
+		tc, err := dialPath(ctx, remotes[i], pc)
 		if err != nil {
 			return fail(fmt.Errorf("tcp: path %d: %w", i, err))
 		}
-		tc := nc.(*net.TCPConn)
 		conns = append(conns, tc)
 		_ = tc.SetDeadline(deadline)
 		stops = append(stops, context.AfterFunc(ctx, func() { _ = tc.SetDeadline(time.Unix(1, 0)) }))
@@ -271,14 +300,13 @@ func Dial(ctx context.Context, addr string, cfg DialConfig) (*Conn, error) {
 		id: id, region: cfg.SendRegion, regionSize: units.Bytes(region), maxWR: cfg.MaxSendWR,
 		infos: make([]qp.PathInfo, n), paths: make([]*sendPath, n),
 		notify: make(chan struct{}, 1), done: make(chan struct{}),
+		secret: append([]byte(nil), cfg.Secret...), remotes: remotes,
+		pcfgs: append([]PathConfig(nil), cfg.Paths...), rqpns: rqpn,
+		retryTimeout: cfg.RetryTimeout, resetTimeout: cfg.ResetTimeout,
 	}
 	c.cq.init(n * cfg.MaxSendWR)
 	for i, tc := range conns {
-		_ = tc.SetDeadline(time.Time{})
-		if err := tc.SetNoDelay(true); err != nil {
-			return fail(fmt.Errorf("tcp: path %d: TCP_NODELAY: %w", i, err))
-		}
-		if err := setUserTimeout(tc, cfg.RetryTimeout); err != nil {
+		if err := readyPath(tc, cfg.RetryTimeout); err != nil {
 			return fail(fmt.Errorf("tcp: path %d: %w", i, err))
 		}
 		rtt, mss, _, _ := tcpInfo(tc)
@@ -305,11 +333,42 @@ func Dial(ctx context.Context, addr string, cfg DialConfig) (*Conn, error) {
 		}
 	}
 	for _, p := range c.paths {
-		c.wg.Add(2)
-		go p.writeLoop()
-		go p.readLoop()
+		c.start(p, p.conn)
 	}
 	return c, nil
+}
+
+// dialPath opens one path connection to remote from pc's source address
+// and interface, from a port the kernel chooses.
+func dialPath(ctx context.Context, remote string, pc PathConfig) (*net.TCPConn, error) {
+	d := net.Dialer{Control: bindToDevice(pc.Interface)}
+	if pc.Local.IsValid() {
+		d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(pc.Local, 0))
+	}
+	nc, err := d.DialContext(ctx, "tcp", remote)
+	if err != nil {
+		return nil, err
+	}
+	return nc.(*net.TCPConn), nil
+}
+
+// readyPath readies an authenticated path connection for frames: no
+// deadline, TCP_NODELAY, TCP_USER_TIMEOUT.
+func readyPath(tc *net.TCPConn, retry time.Duration) error {
+	_ = tc.SetDeadline(time.Time{})
+	if err := tc.SetNoDelay(true); err != nil {
+		return fmt.Errorf("TCP_NODELAY: %w", err)
+	}
+	return setUserTimeout(tc, retry)
+}
+
+// start starts p's writer and reader on conn. Called before the Conn is
+// returned, or by Reset with c.mu held and the Conn open.
+func (c *Conn) start(p *sendPath, conn *net.TCPConn) {
+	p.wg.Add(2)
+	c.wg.Add(2)
+	go p.writeLoop(conn)
+	go p.readLoop(conn)
 }
 
 // ID returns the connection id the handshake used.
@@ -325,11 +384,16 @@ func (c *Conn) Notify() <-chan struct{} { return c.notify }
 
 // Paths implements qp.Conn. SrcPort is each connection's local TCP port,
 // BaseRTT the kernel's smoothed RTT after the handshake (TCP_INFO), MTU the
-// TCP MSS.
+// TCP MSS, all as dialed: the slice does not change when Reset replaces a
+// path's connection (see LocalAddr).
 func (c *Conn) Paths() []qp.PathInfo { return c.infos }
 
-// LocalAddr returns the local address of path i's connection.
-func (c *Conn) LocalAddr(i int) net.Addr { return c.paths[i].conn.LocalAddr() }
+// LocalAddr returns the local address of path i's current connection.
+func (c *Conn) LocalAddr(i int) net.Addr {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.paths[i].conn.LocalAddr()
+}
 
 // PathBytes returns the payload bytes the receiver acknowledged on path i.
 func (c *Conn) PathBytes(i int) units.Bytes {
@@ -344,21 +408,30 @@ func (c *Conn) Caps() qp.Caps {
 }
 
 // Counters implements qp.Conn: Retransmits is the path's
-// tcpi_total_retrans (TCP_INFO, tcp(7)) on Linux, 0 elsewhere; ECNMarked and
-// CNPReceived are always 0 (Caps says so). It makes a system call and
-// allocates, so the driver does not call it for this backend.
+// tcpi_total_retrans (TCP_INFO, tcp(7)) on Linux, summed over the
+// connections Reset replaced, 0 elsewhere; ECNMarked and CNPReceived are
+// always 0 (Caps says so). It makes a system call and allocates, so the
+// driver does not call it for this backend.
 func (c *Conn) Counters(path int) (qp.Counters, error) {
 	if path < 0 || path >= len(c.paths) {
 		return qp.Counters{}, fmt.Errorf("tcp: Counters: path %d out of range [0, %d)", path, len(c.paths))
 	}
-	if c.isClosed.Load() {
+	p := c.paths[path]
+	c.mu.Lock()
+	closed, conn, base, counted := c.closed, p.conn, p.retransBase, p.harvested == p.conn
+	c.mu.Unlock()
+	if closed {
 		return qp.Counters{}, qp.ErrClosed
 	}
-	_, _, retrans, err := tcpInfo(c.paths[path].conn)
+	if counted {
+		// The path failed and its connection is counted in base.
+		return qp.Counters{Retransmits: base}, nil
+	}
+	_, _, retrans, err := tcpInfo(conn)
 	if err != nil {
 		return qp.Counters{}, fmt.Errorf("tcp: Counters(path %d): %w", path, err)
 	}
-	return qp.Counters{Retransmits: retrans}, nil
+	return qp.Counters{Retransmits: base + retrans}, nil
 }
 
 // PostSend implements qp.Conn. WRs are queued for the path's writer, which
@@ -516,20 +589,22 @@ func (c *Conn) Close() error {
 	c.closed = true
 	c.isClosed.Store(true)
 	close(c.done)
-	c.mu.Unlock()
 	for _, p := range c.paths {
 		p.conn.Close()
 	}
+	c.mu.Unlock()
 	c.wg.Wait()
 	return nil
 }
 
-// failPath moves p to the broken state: its oldest outstanding WR completes
-// with st, the rest with StatusFlushed, and the connection is closed. It
-// does nothing more if the path has already failed or the Conn is closed.
-func (c *Conn) failPath(p *sendPath, st qp.Status) {
+// failPath moves p to the broken state if conn is still its connection: its
+// oldest outstanding WR completes with st, the rest with StatusFlushed. It
+// closes conn, and does nothing more if the path has already failed or the
+// Conn is closed.
+func (c *Conn) failPath(p *sendPath, conn *net.TCPConn, st qp.Status) {
+	c.harvest(p, conn)
 	c.mu.Lock()
-	changed := !c.closed && p.state == stateReady
+	changed := !c.closed && p.conn == conn && p.state == stateReady
 	if changed {
 		p.state = stateBroken
 		if p.n > 0 {
@@ -538,7 +613,7 @@ func (c *Conn) failPath(p *sendPath, st qp.Status) {
 		}
 	}
 	c.mu.Unlock()
-	p.conn.Close()
+	conn.Close()
 	if changed {
 		select {
 		case p.doorbell <- struct{}{}:
@@ -548,11 +623,27 @@ func (c *Conn) failPath(p *sendPath, st qp.Status) {
 	}
 }
 
-// writeLoop is the path's writer: it sends every WR queued since its last
-// write as one vectored write of header and payload slices.
-func (p *sendPath) writeLoop() {
+// harvest adds conn's retransmissions to p's base before conn is closed,
+// once per connection (a closed connection has no TCP_INFO left to read).
+func (c *Conn) harvest(p *sendPath, conn *net.TCPConn) {
+	_, _, retrans, err := tcpInfo(conn)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	if p.harvested != conn {
+		p.harvested = conn
+		p.retransBase += retrans
+	}
+	c.mu.Unlock()
+}
+
+// writeLoop is the path's writer on conn: it sends every WR queued since
+// its last write as one vectored write of header and payload slices.
+func (p *sendPath) writeLoop(conn *net.TCPConn) {
 	c := p.c
 	defer c.wg.Done()
+	defer p.wg.Done()
 	for {
 		c.mu.Lock()
 		if c.closed || p.state != stateReady {
@@ -561,7 +652,7 @@ func (p *sendPath) writeLoop() {
 			if halfClose {
 				// Tell the receiver we are done with this path: it
 				// discards what is left and closes.
-				_ = p.conn.CloseWrite()
+				_ = conn.CloseWrite()
 			}
 			return
 		}
@@ -590,21 +681,22 @@ func (p *sendPath) writeLoop() {
 			continue
 		}
 		p.bufs = iov
-		if _, err := p.bufs.WriteTo(p.conn); err != nil {
-			c.failPath(p, qp.StatusRetryExceeded)
+		if _, err := p.bufs.WriteTo(conn); err != nil {
+			c.failPath(p, conn, qp.StatusRetryExceeded)
 			return
 		}
 	}
 }
 
-// readLoop is the path's reader: it turns ACK and NAK frames into
-// completions.
-func (p *sendPath) readLoop() {
+// readLoop is the path's reader on conn (p.br reads it): it turns ACK and
+// NAK frames into completions.
+func (p *sendPath) readLoop(conn *net.TCPConn) {
 	c := p.c
 	defer c.wg.Done()
+	defer p.wg.Done()
 	for {
 		if _, err := io.ReadFull(p.br, p.ack[:]); err != nil {
-			c.failPath(p, qp.StatusRetryExceeded)
+			c.failPath(p, conn, qp.StatusRetryExceeded)
 			return
 		}
 		raceRecv()
@@ -617,7 +709,7 @@ func (p *sendPath) readLoop() {
 			ok = c.onNAK(p, seq)
 		}
 		if !ok {
-			c.failPath(p, qp.StatusFatal)
+			c.failPath(p, conn, qp.StatusFatal)
 			return
 		}
 	}

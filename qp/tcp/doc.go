@@ -57,6 +57,33 @@
 //     know the secret, and checks that every path reports the same region
 //     size.
 //
+// # Rejoin
+//
+// Conn.Reset brings one path back after it failed (see Failure semantics):
+// the sender opens a new TCP connection for the path to the same address
+// and runs the same four steps on it, with the same connection id, path
+// index and count, but with the labels "mptx-tcp/1 rejoin client" (step 2)
+// and "mptx-tcp/1 rejoin server" (step 4) in place of the join labels, so
+// that a rejoin proof can never pass for a join proof or the other way
+// round. The nonces are fresh, so a recorded proof cannot be replayed. The
+// Listener that accepted the connection checks the tag against both labels
+// and hands a rejoin to the connection's Receiver, which takes it only for
+// a path that is down on its side: its connection failed, or it answered a
+// NAK. If the path still looks up (the sender noticed the failure first)
+// the Receiver waits for it to go down, at most the handshake timeout, and
+// meanwhile sets a one-second TCP keepalive on the old connection, so that
+// an old connection whose sender has gone is found dead (by a reset, or by
+// TCP_USER_TIMEOUT) within seconds. Then it closes the old connection,
+// waits for its reader, answers step 4 with the path's region size and QPN
+// (unchanged; the sender checks both) and reads the new connection with
+// sequence numbers from 1. A valid rejoin the Receiver cannot take (it was
+// closed, or it was not accepted by this listener, or the path stayed up)
+// is answered with the refuse byte 0x3C and closed (the sender's Reset
+// fails with ErrRefused); a bad tag gets the reject byte 0x5A as in step 3,
+// and the path is untouched. A join proof whose id is that of a live
+// Receiver is closed without an answer. A newer rejoin of a path
+// supersedes one still waiting.
+//
 // Data frames are neither encrypted nor authenticated (neither are RoCEv2
 // packets): the handshake keeps unauthenticated peers from writing memory,
 // not an on-path attacker. Use the TCP fallback on networks you trust, or
@@ -119,16 +146,32 @@
 // StatusRetryExceeded, the rest with StatusFlushed. The receiver drops the
 // path; frames it had applied stay applied.
 //
+// Reset: both kinds of failure are permanent for the connection they
+// happened on, and Conn.Reset (qp.Resetter; the driver calls it before it
+// probes a path lost to an error completion) replaces that connection by a
+// new one (see Rejoin). The WRs of the failed connection were all
+// completed when it failed, so nothing carries over: sequence numbers
+// restart at 1 on both ends, and WRs posted after Reset returns flow on the
+// new connection. Reset of a path that has not failed does nothing. Reset
+// fails, leaving the path failed, when the receiver cannot be reached or
+// does not answer within DialConfig.ResetTimeout, when its Listener has
+// been closed, when its Receiver has been closed, and when the path is
+// still up on the receiver's side after the listener's handshake timeout
+// (a partition the receiver has not noticed yet: its keepalive notices it
+// within seconds, and a later Reset succeeds).
+//
 // # Concurrency and ownership
 //
-// Conn's qp.Conn methods (PostSend, Poll, Counters) are called from one
-// driver goroutine; inside, each path has a writer goroutine (which batches
-// every WR posted since its last write into one writev) and a reader
-// goroutine (which turns ACKs into completions). The Receiver has one reader
+// Conn's qp.Conn methods (PostSend, Poll, Counters) and Reset are called
+// from one driver goroutine; inside, each path has a writer goroutine
+// (which batches every WR posted since its last write into one writev) and
+// a reader goroutine (which turns ACKs into completions); Reset waits for
+// the failed connection's pair to end before it starts the new one. The Receiver has one reader
 // goroutine per path, which applies frames and writes ACKs. Completions pass
 // through mutex-protected rings; Poll never blocks, and Notify returns a
 // channel that receives a value when completions may be ready (mptx.Loop's
-// Wake). Close stops and waits for every goroutine. Steady-state post and
+// Wake). A rejoin runs on the Listener's goroutine for that connection.
+// Close stops and waits for every goroutine. Steady-state post and
 // poll allocate nothing.
 //
 // As with RDMA, the receive region is written behind the application's

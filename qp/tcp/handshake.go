@@ -34,6 +34,10 @@ var (
 	ErrAuth = errors.New("tcp: authentication failed")
 	// ErrProtocol: the peer sent something that is not this protocol.
 	ErrProtocol = errors.New("tcp: protocol error")
+	// ErrRefused: the receiver authenticated a rejoin (Conn.Reset) but
+	// cannot take it: it no longer has the connection (closed, or not
+	// accepted by this listener), or the path is still healthy on its side.
+	ErrRefused = errors.New("tcp: rejoin refused")
 )
 
 const (
@@ -48,9 +52,16 @@ const (
 
 	verdictAccept byte = 0xA5
 	verdictReject byte = 0x5A
+	// verdictRefuse answers an authenticated rejoin the receiver cannot
+	// take; it is only ever sent after a valid proof.
+	verdictRefuse byte = 0x3C
 
 	labelClient = "mptx-tcp/1 client"
 	labelServer = "mptx-tcp/1 server"
+	// A rejoin (Conn.Reset) signs with its own labels, so that its proof
+	// can never be taken for a first join's, nor the other way round.
+	labelRejoinClient = "mptx-tcp/1 rejoin client"
+	labelRejoinServer = "mptx-tcp/1 rejoin server"
 )
 
 // ConnID identifies one connection (all its paths) during the handshake.
@@ -67,16 +78,22 @@ func checkSecret(secret []byte) error {
 	return nil
 }
 
-// binding is what both tags of one path cover besides the labels.
+// binding is what both tags of one path cover besides the labels. rejoin
+// selects the rejoin labels.
 type binding struct {
 	nonceS, nonceC [nonceLen]byte
 	id             ConnID
 	index, count   uint16
+	rejoin         bool
 }
 
 func (b *binding) clientTag(secret []byte) []byte {
+	label := labelClient
+	if b.rejoin {
+		label = labelRejoinClient
+	}
 	h := hmac.New(sha256.New, secret)
-	h.Write([]byte(labelClient))
+	h.Write([]byte(label))
 	h.Write(b.nonceS[:])
 	h.Write(b.nonceC[:])
 	h.Write(b.id[:])
@@ -88,8 +105,12 @@ func (b *binding) clientTag(secret []byte) []byte {
 }
 
 func (b *binding) serverTag(secret []byte, region uint64, qpn uint32) []byte {
+	label := labelServer
+	if b.rejoin {
+		label = labelRejoinServer
+	}
 	h := hmac.New(sha256.New, secret)
-	h.Write([]byte(labelServer))
+	h.Write([]byte(label))
 	h.Write(b.nonceC[:])
 	h.Write(b.nonceS[:])
 	h.Write(b.id[:])
@@ -119,7 +140,8 @@ func ioErr(ctx context.Context, step string, err error) error {
 	return fmt.Errorf("tcp: %s: %w", step, err)
 }
 
-// clientHello runs steps 1 and 2 on a fresh path connection.
+// clientHello runs steps 1 and 2 on a fresh path connection (a rejoin when
+// b.rejoin is set).
 func clientHello(ctx context.Context, conn net.Conn, secret []byte, b *binding) error {
 	var hello [helloLen]byte
 	if _, err := io.ReadFull(conn, hello[:]); err != nil {
@@ -158,10 +180,12 @@ func clientVerdict(ctx context.Context, conn net.Conn, secret []byte, b *binding
 		}
 		return 0, 0, ioErr(ctx, fmt.Sprintf("path %d: reading the receiver's verdict", b.index), err)
 	}
-	switch buf[0] {
-	case verdictReject:
+	switch {
+	case buf[0] == verdictReject:
 		return 0, 0, fmt.Errorf("%w: path %d: the receiver rejected our proof (different shared secret)", ErrAuth, b.index)
-	case verdictAccept:
+	case buf[0] == verdictRefuse && b.rejoin:
+		return 0, 0, fmt.Errorf("%w: path %d: the receiver no longer has connection %v, or the path is still healthy on its side", ErrRefused, b.index, b.id)
+	case buf[0] == verdictAccept:
 	default:
 		return 0, 0, fmt.Errorf("%w: path %d: verdict byte %#x (valid: %#x, %#x)", ErrProtocol, b.index, buf[0], verdictAccept, verdictReject)
 	}
@@ -177,9 +201,10 @@ func clientVerdict(ctx context.Context, conn net.Conn, secret []byte, b *binding
 }
 
 // serverHello runs steps 1 to 3 on an accepted connection: on success b
-// holds the sender's connection id, path index and count. On an
-// authentication failure it writes the reject byte; the caller closes conn
-// on any error.
+// holds the sender's connection id, path index and count, and whether the
+// proof was a rejoin's (signed with the rejoin label) or a first join's. On
+// an authentication failure it writes the reject byte; the caller closes
+// conn on any error.
 func serverHello(conn net.Conn, secret []byte, b *binding) error {
 	var hello [helloLen]byte
 	copy(hello[:], magic)
@@ -199,9 +224,13 @@ func serverHello(conn net.Conn, secret []byte, b *binding) error {
 	copy(b.id[:], proof[nonceLen:])
 	b.index = binary.BigEndian.Uint16(proof[nonceLen+idLen:])
 	b.count = binary.BigEndian.Uint16(proof[nonceLen+idLen+2:])
-	if !hmac.Equal(proof[nonceLen+idLen+4:], b.clientTag(secret)) {
-		_, _ = conn.Write([]byte{verdictReject})
-		return fmt.Errorf("%w: %s does not know the shared secret", ErrAuth, conn.RemoteAddr())
+	tag := proof[nonceLen+idLen+4:]
+	if !hmac.Equal(tag, b.clientTag(secret)) {
+		b.rejoin = true
+		if !hmac.Equal(tag, b.clientTag(secret)) {
+			_, _ = conn.Write([]byte{verdictReject})
+			return fmt.Errorf("%w: %s does not know the shared secret", ErrAuth, conn.RemoteAddr())
+		}
 	}
 	if b.count < 1 || b.count > MaxPaths || b.index >= b.count {
 		return fmt.Errorf("%w: %s: path index %d of %d (valid: count 1..%d, index < count)", ErrProtocol, conn.RemoteAddr(), b.index, b.count, MaxPaths)
@@ -209,7 +238,8 @@ func serverHello(conn net.Conn, secret []byte, b *binding) error {
 	return nil
 }
 
-// serverAccept runs the receiver's half of step 4.
+// serverAccept runs the receiver's half of step 4 (of a rejoin too, when
+// b.rejoin is set).
 func serverAccept(conn net.Conn, secret []byte, b *binding, region uint64, qpn uint32) error {
 	var buf [acceptLen]byte
 	buf[0] = verdictAccept
@@ -220,4 +250,13 @@ func serverAccept(conn net.Conn, secret []byte, b *binding, region uint64, qpn u
 		return fmt.Errorf("tcp: path %d: sending our proof to %s: %w", b.index, conn.RemoteAddr(), err)
 	}
 	return nil
+}
+
+// serverRefuse answers an authenticated rejoin that the receiver cannot
+// take. The handshake deadline may have passed while the rejoin waited for
+// its path; one byte into an idle socket does not block, but the write
+// needs a deadline that has not.
+func serverRefuse(conn net.Conn) {
+	_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = conn.Write([]byte{verdictRefuse})
 }

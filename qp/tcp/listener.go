@@ -57,6 +57,7 @@ type Listener struct {
 	closed  bool                      // guarded by mu
 	pending map[ConnID]*group         // incomplete groups; guarded by mu
 	conns   map[*net.TCPConn]struct{} // connections not yet accepted; guarded by mu
+	recvs   map[ConnID]*Receiver      // accepted and not closed: rejoins go to them; guarded by mu
 }
 
 // group is the set of path connections of one ConnID.
@@ -108,6 +109,7 @@ func Listen(addr string, cfg ListenConfig) (*Listener, error) {
 		ln: ln.(*net.TCPListener), cfg: cfg,
 		ready: make(chan *group, cfg.MaxPending), done: make(chan struct{}),
 		pending: map[ConnID]*group{}, conns: map[*net.TCPConn]struct{}{},
+		recvs: map[ConnID]*Receiver{},
 	}
 	l.wg.Add(1)
 	go l.acceptLoop()
@@ -117,9 +119,10 @@ func Listen(addr string, cfg ListenConfig) (*Listener, error) {
 // Addr returns the listener's address.
 func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
 
-// Close stops listening, closes every connection not yet accepted and waits
-// for the listener's goroutines. Receivers already accepted are not
-// affected. Close is idempotent.
+// Close stops listening, closes every connection not yet accepted (rejoins
+// in progress included) and waits for the listener's goroutines. Receivers
+// already accepted keep their healthy paths, but a path that breaks can no
+// longer rejoin (Conn.Reset fails). Close is idempotent.
 func (l *Listener) Close() error {
 	l.mu.Lock()
 	if l.closed {
@@ -133,6 +136,7 @@ func (l *Listener) Close() error {
 	}
 	clear(l.conns)
 	clear(l.pending)
+	clear(l.recvs)
 	l.mu.Unlock()
 	err := l.ln.Close()
 	l.wg.Wait()
@@ -190,8 +194,9 @@ func (l *Listener) drop(nc *net.TCPConn) {
 }
 
 // handshake authenticates one path connection (steps 1–3) and parks it in
-// its group. The goroutine that creates a group waits for the group to
-// complete and expires it if it does not in time.
+// its group, or hands a rejoin to its Receiver. The goroutine that creates a
+// group waits for the group to complete and expires it if it does not in
+// time.
 func (l *Listener) handshake(nc *net.TCPConn) {
 	defer l.wg.Done()
 	deadline := time.Now().Add(l.cfg.HandshakeTimeout)
@@ -201,9 +206,20 @@ func (l *Listener) handshake(nc *net.TCPConn) {
 		l.drop(nc)
 		return
 	}
+	if b.rejoin {
+		l.rejoin(nc, &b, deadline)
+		return
+	}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
+		return
+	}
+	if l.recvs[b.id] != nil {
+		// A first join with the id of a live connection: only a peer
+		// that knows the secret can send it, but it is no rejoin.
+		l.mu.Unlock()
+		l.drop(nc)
 		return
 	}
 	g := l.pending[b.id]
@@ -294,6 +310,35 @@ func (l *Listener) Accept(ctx context.Context, region []byte) (*Receiver, error)
 	}
 }
 
+// rejoin hands an authenticated rejoin (Conn.Reset) to the Receiver of its
+// connection id, or refuses it with the refuse byte.
+func (l *Listener) rejoin(nc *net.TCPConn, b *binding, deadline time.Time) {
+	l.mu.Lock()
+	r := l.recvs[b.id]
+	l.mu.Unlock()
+	if r == nil || int(b.count) != len(r.paths) {
+		serverRefuse(nc)
+		l.drop(nc)
+		return
+	}
+	if !r.rejoin(l, nc, b, deadline) {
+		l.drop(nc)
+		return
+	}
+	l.mu.Lock()
+	delete(l.conns, nc) // the Receiver owns it now
+	l.mu.Unlock()
+}
+
+// forget unregisters a closed Receiver: its paths can no longer rejoin.
+func (l *Listener) forget(r *Receiver) {
+	l.mu.Lock()
+	if l.recvs[r.id] == r {
+		delete(l.recvs, r.id)
+	}
+	l.mu.Unlock()
+}
+
 func closeGroup(g *group) {
 	for _, pp := range g.paths {
 		pp.conn.Close()
@@ -304,7 +349,7 @@ func (l *Listener) accept(ctx context.Context, g *group, region []byte) (*Receiv
 	n := len(g.paths)
 	r := &Receiver{
 		id: g.id, region: region, infos: make([]qp.PathInfo, n), paths: make([]*recvPath, n),
-		notify: make(chan struct{}, 1), done: make(chan struct{}),
+		notify: make(chan struct{}, 1), done: make(chan struct{}), ln: l,
 	}
 	r.space.L = &r.mu
 	r.cq.init(l.cfg.RecvQueue)
@@ -341,7 +386,12 @@ func (l *Listener) accept(ctx context.Context, g *group, region []byte) (*Receiv
 	}
 	for _, p := range r.paths {
 		r.wg.Add(1)
-		go p.readLoop()
+		go p.readLoop(p.conn, p.exited)
 	}
+	l.mu.Lock()
+	if !l.closed {
+		l.recvs[r.id] = r
+	}
+	l.mu.Unlock()
 	return r, nil
 }

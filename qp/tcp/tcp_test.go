@@ -32,9 +32,11 @@ type pair struct {
 }
 
 type pairOpts struct {
-	paths     []tcp.PathConfig
-	maxWR     int
-	recvQueue int
+	paths        []tcp.PathConfig
+	maxWR        int
+	recvQueue    int
+	handshake    time.Duration // ListenConfig.HandshakeTimeout
+	resetTimeout time.Duration // DialConfig.ResetTimeout
 }
 
 // newPair connects a Conn with len(o.paths) paths (3 if nil) to a Receiver
@@ -45,7 +47,7 @@ func newPair(t testing.TB, region units.Bytes, o pairOpts) *pair {
 	if o.paths == nil {
 		o.paths = make([]tcp.PathConfig, 3)
 	}
-	ln, err := tcp.Listen("127.0.0.1:0", tcp.ListenConfig{Secret: secret, RecvQueue: o.recvQueue})
+	ln, err := tcp.Listen("127.0.0.1:0", tcp.ListenConfig{Secret: secret, RecvQueue: o.recvQueue, HandshakeTimeout: o.handshake})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +64,7 @@ func newPair(t testing.TB, region units.Bytes, o pairOpts) *pair {
 		ch <- res{r, err}
 	}()
 	send := make([]byte, region)
-	c, err := tcp.Dial(ctx, ln.Addr().String(), tcp.DialConfig{Secret: secret, Paths: o.paths, SendRegion: send, MaxSendWR: o.maxWR})
+	c, err := tcp.Dial(ctx, ln.Addr().String(), tcp.DialConfig{Secret: secret, Paths: o.paths, SendRegion: send, MaxSendWR: o.maxWR, ResetTimeout: o.resetTimeout})
 	a := <-ch
 	if a.r != nil {
 		t.Cleanup(func() { a.r.Close() })

@@ -228,7 +228,9 @@ func TestTensor64MiB(t *testing.T) {
 
 // TestPathKilledMidTransfer closes one path's socket at the receiver once
 // it has carried 4 MiB: the engine requeues that path's chunks on the
-// others and the tensor still arrives intact.
+// others and the tensor still arrives intact, each chunk counted once.
+// (The path may come back through Conn.Reset; TestPathResetMidTransfer
+// checks that it does.)
 func TestPathKilledMidTransfer(t *testing.T) {
 	leak.Check(t)
 	const size = 64 * units.MiB
@@ -259,8 +261,8 @@ func TestPathKilledMidTransfer(t *testing.T) {
 	}
 	r.verify()
 	st := r.snd.Engine().Stats(1)
-	if st.State == multipath.PathUp || st.Reason == "" {
-		t.Errorf("path 1 after its socket was closed: %+v; want it out of use with a reason", st)
+	if st.Downs == 0 || st.Requeues == 0 {
+		t.Errorf("path 1 after its socket was closed: %+v; want the loss counted and its chunks requeued", st)
 	}
 	rs := r.rcv.Stats()
 	if rs.Chunks != 64 {
@@ -268,6 +270,114 @@ func TestPathKilledMidTransfer(t *testing.T) {
 	}
 	t.Logf("path 1 killed after %d bytes; it is %s (%s), %d requeues; %.2f Gbit/s overall; receiver duplicates %d",
 		at, st.State, st.Reason, st.Requeues, gbps(size, d), rs.Duplicates)
+}
+
+// pathLog records the engine's events for one path, and the end of the
+// transfer. The sender's loop calls it; read it after the loop returned.
+type pathLog struct {
+	path   int
+	events []multipath.Event
+}
+
+func (l *pathLog) Record(ev *multipath.Event) {
+	switch ev.Kind {
+	case multipath.EvPathDown, multipath.EvPathUp, multipath.EvChunkDone, multipath.EvProbe:
+		if ev.Path == l.path {
+			l.events = append(l.events, *ev)
+		}
+	case multipath.EvTransferDone, multipath.EvTransferFailed:
+		l.events = append(l.events, *ev)
+	}
+}
+
+// TestPathResetMidTransfer closes one path's socket at the receiver once it
+// has carried 4 MiB of a 128 MiB tensor. The engine quarantines the path
+// (2 ms backoff), then probes it, asking the driver to reset the queue pair
+// first: Conn.Reset dials the path again and the receiver takes the rejoin.
+// The probe completes, the path is up again and completes chunks before the
+// transfer is done; the tensor arrives intact.
+func TestPathResetMidTransfer(t *testing.T) {
+	leak.Check(t)
+	const size = 128 * units.MiB
+	const victim = 1
+	log := &pathLog{path: victim}
+	cfg := engineConfig()
+	cfg.QuarantineMin = 2 * time.Millisecond
+	cfg.Recorder = log
+	r := newRig(t, rigConfig{size: size, paths: make([]tcp.PathConfig, 3), engine: cfg})
+	firstPort := r.conn.LocalAddr(victim).String()
+	killed := make(chan units.Bytes, 1)
+	d := r.transfer(3, func(done <-chan struct{}) {
+		tick := time.NewTicker(100 * time.Microsecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				killed <- -1
+				return
+			case <-tick.C:
+			}
+			if n := r.recv.PathBytes(victim); n >= 4*units.MiB {
+				if err := r.recv.ClosePath(victim); err != nil {
+					t.Error(err)
+				}
+				killed <- n
+				return
+			}
+		}
+	})
+	at := <-killed
+	if at < 0 {
+		t.Fatal("path 1 never carried 4 MiB, so it was never killed; the test proves nothing")
+	}
+	nowPort := r.conn.LocalAddr(victim).String()
+	applied := r.recv.PathBytes(victim)
+	r.verify()
+
+	if got := r.snd.Stats().Resets; got == 0 {
+		t.Errorf("the driver reset no queue pair; want at least one Reset of path %d", victim)
+	}
+	// down → up → chunks on the path → transfer done, in that order.
+	down, up, chunksAfter, doneAt := -1, -1, 0, -1
+	for i, ev := range log.events {
+		switch {
+		case ev.Kind == multipath.EvPathDown && down < 0:
+			down = i
+		case ev.Kind == multipath.EvPathUp && down >= 0 && up < 0:
+			up = i
+		case ev.Kind == multipath.EvChunkDone && up >= 0 && doneAt < 0:
+			chunksAfter++
+		case ev.Kind == multipath.EvTransferDone:
+			doneAt = i
+		case ev.Kind == multipath.EvTransferFailed:
+			t.Fatalf("transfer failed: %s", ev.Reason)
+		}
+	}
+	if down < 0 || up < 0 || doneAt < 0 {
+		t.Fatalf("path %d events: down at %d, up at %d, transfer done at %d; want all three (%d events)", victim, down, up, doneAt, len(log.events))
+	}
+	if chunksAfter == 0 {
+		t.Errorf("path %d came back (event %d) but completed no chunk before the transfer was done (event %d)", victim, up, doneAt)
+	}
+	st := r.snd.Engine().Stats(victim)
+	if st.State != multipath.PathUp {
+		t.Errorf("path %d at the end: %+v; want up", victim, st)
+	}
+	// The receiver applied bytes on the path after the kill: at most one
+	// in-flight 1 MiB chunk could have landed between the sample and the
+	// close, so more than that came over the new connection.
+	if applied < at+2*units.MiB {
+		t.Errorf("receiver applied %d bytes on path %d, %d at the kill; want at least 2 MiB more over the rejoined connection", applied, victim, at)
+	}
+	if nowPort == firstPort {
+		t.Errorf("path %d still uses its first connection %s; want a new one after Reset", victim, firstPort)
+	}
+	rs := r.rcv.Stats()
+	if rs.Chunks != 128 {
+		t.Errorf("receiver counted %d distinct chunks, want 128", rs.Chunks)
+	}
+	t.Logf("path %d killed after %d bytes, reset %d time(s) (%s → %s); %d chunks on it after it came back; %d bytes applied on it; %.2f Gbit/s overall; receiver duplicates %d",
+		victim, at, r.snd.Stats().Resets, firstPort, nowPort, chunksAfter, applied, gbps(size, d), rs.Duplicates)
 }
 
 // BenchmarkTensor reports the driver's end-to-end throughput on loopback
