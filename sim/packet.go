@@ -99,17 +99,19 @@ const (
 // MaxHops is the number of in-band telemetry stamps a packet can carry.
 const MaxHops = 8
 
-// Packet is one frame in flight: 56 bytes, within one cache line. Packets come
-// from the world's pool (World.NewPacket) and are owned by exactly one
-// element at a time: the queue or link holding it, or the element
-// processing it, which either hands it on or frees it. What few packets
-// carry beyond the basic headers — INT stamps and the RETH fields a
-// responder with a bounded region checks — lives out of line in a pooled
-// extension.
+// Packet is one frame in flight: 64 bytes, exactly one cache line (the
+// pool allocates packets in line-aligned blocks, so touching a packet costs
+// one line). Packets come from the world's pool (World.NewPacket) and are
+// owned by exactly one element at a time: the queue or link holding it, or
+// the element processing it, which either hands it on or frees it. What
+// few packets carry beyond the basic headers — INT stamps and the RETH
+// fields a responder with a bounded region checks — lives out of line in a
+// pooled extension.
 type Packet struct {
-	next    *Packet // intrusive FIFO link (queues and the pool)
+	next    *Packet // intrusive FIFO link (queues, links and the pool)
 	Flow    uint64  // hash of the 5-tuple (ECMP key)
 	ext     *pktExt // INT stamps, RETH; nil for most packets
+	arrive  Time    // on a link: when it reaches the far end
 	Dst     int32   // destination endpoint (NIC) id
 	QPN     uint32  // destination QP number
 	PSN     uint32  // data: the packet's PSN; ACK/NAK: the responder's expected PSN

@@ -208,40 +208,27 @@ func (p *Port) integrate(now Time) {
 	}
 }
 
-// pipe is a link's frames in flight: a ring of (arrival time, packet), so
-// that scheduling the next delivery reads the port, not the packet. It
-// grows (doubling) to the most frames the link has held at once.
-type pipe struct {
-	buf  []pipeSlot
-	head int
-	n    int
-}
+// pipe is a link's frames in flight, in arrival order: a FIFO linked
+// through the packets themselves, each carrying its arrival time, so that
+// delivering a frame touches the frame and the port and nothing else.
+type pipe struct{ head, tail *Packet }
 
-type pipeSlot struct {
-	at  Time
-	pkt *Packet
-}
-
-func (q *pipe) push(at Time, p *Packet) {
-	if q.n == len(q.buf) {
-		nb := make([]pipeSlot, max(4, 2*len(q.buf)))
-		for i := 0; i < q.n; i++ {
-			nb[i] = q.buf[(q.head+i)&(len(q.buf)-1)]
-		}
-		q.buf, q.head = nb, 0
+func (q *pipe) push(p *Packet) {
+	if q.tail == nil {
+		q.head = p
+	} else {
+		q.tail.next = p
 	}
-	q.buf[(q.head+q.n)&(len(q.buf)-1)] = pipeSlot{at, p}
-	q.n++
+	q.tail = p
 }
-
-func (q *pipe) headAt() Time { return q.buf[q.head].at }
 
 func (q *pipe) pop() *Packet {
-	s := &q.buf[q.head]
-	p := s.pkt
-	s.pkt = nil
-	q.head = (q.head + 1) & (len(q.buf) - 1)
-	q.n--
+	p := q.head
+	q.head = p.next
+	if q.head == nil {
+		q.tail = nil
+	}
+	p.next = nil
 	return p
 }
 
@@ -251,12 +238,12 @@ type pipeEvent struct{ p *Port }
 func (e *pipeEvent) Fire(now Time) {
 	p := e.p
 	p.pipeArmed = false
-	for p.pipe.n > 0 && p.pipe.headAt() <= now {
+	for h := p.pipe.head; h != nil && h.arrive <= now; h = p.pipe.head {
 		p.deliver(p.pipe.pop())
 	}
-	if p.pipe.n > 0 && !p.pipeArmed {
+	if h := p.pipe.head; h != nil && !p.pipeArmed {
 		p.pipeArmed = true
-		p.w.At(p.pipe.headAt(), &p.pipeEv)
+		p.w.At(h.arrive, &p.pipeEv)
 	}
 }
 
@@ -382,7 +369,8 @@ func (p *Port) startNext(now Time) {
 	} else {
 		pkt.epoch = p.downs
 		at := p.busyUntil + p.delay
-		p.pipe.push(at, pkt)
+		pkt.arrive = at
+		p.pipe.push(pkt)
 		if !p.pipeArmed {
 			p.pipeArmed = true
 			p.w.At(at, &p.pipeEv)
