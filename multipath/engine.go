@@ -942,6 +942,10 @@ func (e *Engine) onProbeDone(now vtime.Time, p *path, i int, postAt vtime.Time, 
 	if p.state != PathProbing {
 		return
 	}
+	// A failed work request leaves an RC queue pair in the error state,
+	// whatever took the path out of use first (a stall, say): the next
+	// probe must reset it.
+	p.qpErr = true
 	p.probeFail++
 	p.probeReason = reason
 	if p.fromDead || p.probeFail >= e.cfg.MaxProbeFailures {

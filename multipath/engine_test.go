@@ -500,3 +500,35 @@ func TestDeadPathIsStillProbedAndComesBack(t *testing.T) {
 		t.Errorf("transfer: %v", f.done[1])
 	}
 }
+
+func TestFailedProbeAfterStallAsksForReset(t *testing.T) {
+	rates := []units.BitRate{10 * units.Gbps, 10 * units.Gbps}
+	f := newFakeNet(t, Config{CC: "fixed", MinTimeout: time.Millisecond, QuarantineMin: time.Millisecond}, rates, 10*time.Microsecond)
+	f.submit(1, 8*units.MiB, units.MiB)
+	f.e.Actions(f.now, f.acts)
+	// Nothing completes: path 0 stalls (no QP error yet).
+	t1 := f.now.Add(20 * time.Millisecond)
+	f.e.OnTimer(t1)
+	if st := f.e.Stats(0); st.State != PathQuarantined || st.Reason != "stalled" {
+		t.Fatalf("path 0 = %v (%s), want quarantined (stalled)", st.State, st.Reason)
+	}
+	probe := func(at vtime.Time) *Action {
+		n := f.e.Actions(at, f.acts)
+		for i := range f.acts[:n] {
+			if f.acts[i].Kind == ActProbe && f.acts[i].Path == 0 {
+				return &f.acts[i]
+			}
+		}
+		return nil
+	}
+	p1 := probe(t1.Add(5 * time.Millisecond))
+	if p1 == nil || p1.Reset {
+		t.Fatalf("first probe after a stall = %+v, want one without Reset (the QP is not in error)", p1)
+	}
+	f.comp = Completion{WorkID: p1.WorkID, Reason: "retry-exceeded"}
+	f.e.OnCompletion(t1.Add(6*time.Millisecond), &f.comp)
+	p2 := probe(t1.Add(50 * time.Millisecond))
+	if p2 == nil || !p2.Reset {
+		t.Fatalf("probe after a failed probe = %+v, want one with Reset", p2)
+	}
+}
