@@ -52,6 +52,7 @@ type Network struct {
 	watchdog WatchdogConfig
 	storms   []PauseStorm
 	built    bool
+	portBuf  []Port // slab the next ports are cut from
 }
 
 // NewNetwork returns an empty network in w.
@@ -178,37 +179,45 @@ func (c *Cable) set(up bool, now Time) {
 	}
 }
 
+// portSlab is how many ports a network allocates at once: over 32 KiB,
+// which the Go allocator serves as a large object at a page boundary, so
+// that each Port starts on a cache line and its hot fields occupy the
+// lines they are grouped in (a Port allocated alone starts 8 bytes into
+// its slot, after a type header).
+const portSlab = 64
+
 func (n *Network) newPort(name string, idx int, cfg LinkConfig) *Port {
-	p := &Port{
-		w: n.W, index: idx, name: name, rate: cfg.Rate, ser: NewSerialiser(cfg.Rate),
-		delay: cfg.Delay, loss: cfg.Loss, up: true, qLast: n.W.now,
+	if len(n.portBuf) == 0 {
+		n.portBuf = make([]Port, portSlab)
 	}
-	p.pipeEv.p = p
+	p := &n.portBuf[0]
+	n.portBuf = n.portBuf[1:]
+	*p = Port{
+		w: n.W, index: idx, name: name, rate: cfg.Rate, ser: NewSerialiser(cfg.Rate),
+		delay: cfg.Delay, loss: cfg.Loss, lossy: cfg.Loss > 0, up: true, qLast: n.W.now,
+	}
 	return p
 }
 
-// attach creates node x's end of a cable and returns its port and the sink
-// that receives frames for x (an *ingress or a *NIC).
-func (n *Network) attach(x Node, cfg LinkConfig) (*Port, Sink, error) {
+// attach creates node x's end of a cable and returns its port.
+func (n *Network) attach(x Node, cfg LinkConfig) (*Port, error) {
 	switch v := x.(type) {
 	case *Switch:
 		idx := len(v.ports)
 		p := n.newPort(v.name+":p"+strconv.Itoa(idx), idx, cfg)
 		p.sw = v
-		in := &ingress{sw: v, idx: int32(idx)}
 		v.ports = append(v.ports, p)
-		v.in = append(v.in, in)
-		return p, in, nil
+		return p, nil
 	case *NIC:
 		if v.port != nil {
-			return nil, nil, fmt.Errorf("sim: NIC %s already has a link", v.name)
+			return nil, fmt.Errorf("sim: NIC %s already has a link", v.name)
 		}
 		p := n.newPort(v.name, 0, cfg)
 		p.nic = v
 		v.port = p
-		return p, v, nil
+		return p, nil
 	}
-	return nil, nil, fmt.Errorf("sim: cannot link a %T", x)
+	return nil, fmt.Errorf("sim: cannot link a %T", x)
 }
 
 // Link connects a and b with a cable.
@@ -222,23 +231,19 @@ func (n *Network) Link(a, b Node, cfg LinkConfig) (*Cable, error) {
 	if a == b {
 		return nil, fmt.Errorf("sim: Link(%s, %s): a node cannot link to itself", a.Name(), b.Name())
 	}
-	pa, sa, err := n.attach(a, cfg)
+	pa, err := n.attach(a, cfg)
 	if err != nil {
 		return nil, err
 	}
-	pb, sb, err := n.attach(b, cfg)
+	pb, err := n.attach(b, cfg)
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range [2]struct {
-		p *Port
-		s Sink
-	}{{pa, sb}, {pb, sa}} {
-		switch v := e.s.(type) {
-		case *ingress:
-			e.p.peerIn = v
-		case *NIC:
-			e.p.peerNIC = v
+	for _, e := range [2][2]*Port{{pa, pb}, {pb, pa}} {
+		if far := e[1]; far.sw != nil {
+			e[0].peerPort, e[0].peerSw = far, far.sw
+		} else {
+			e[0].peerNIC = far.nic
 		}
 	}
 	pa.remote, pb.remote = pb, pa
@@ -297,7 +302,7 @@ func (s *Switch) buildMMU() error {
 	} else {
 		s.reserve = int64(c.PFC.Reserve)
 		var hdrm int64
-		for i, p := range s.ports {
+		for _, p := range s.ports {
 			h := int64(c.PFC.Headroom)
 			if h == 0 {
 				// Bytes that can still arrive after we decide to pause:
@@ -307,7 +312,7 @@ func (s *Switch) buildMMU() error {
 				// sent upstream, one of reaction slack).
 				h = int64(units.BitRate(p.rate).BytesIn((2*p.delay).Duration()+1)) + 3*maxWireFrame
 			}
-			s.in[i].hdrmCap = h
+			p.inHdrmCap = h
 			hdrm += h
 		}
 		s.sharedCap = buf - hdrm - np*s.reserve

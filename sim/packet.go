@@ -161,10 +161,7 @@ func (p *Packet) Last() bool { return p.flags&flagLast != 0 }
 func (p *Packet) control() bool { return p.Kind != KindData }
 
 // fifo is an intrusive singly linked FIFO of packets.
-type fifo struct {
-	head, tail *Packet
-	n          int
-}
+type fifo struct{ head, tail *Packet }
 
 func (q *fifo) push(p *Packet) {
 	if q.tail == nil {
@@ -173,7 +170,6 @@ func (q *fifo) push(p *Packet) {
 		q.tail.next = p
 	}
 	q.tail = p
-	q.n++
 }
 
 func (q *fifo) pop() *Packet {
@@ -186,7 +182,6 @@ func (q *fifo) pop() *Packet {
 		q.tail = nil
 	}
 	p.next = nil
-	q.n--
 	return p
 }
 

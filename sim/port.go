@@ -8,8 +8,9 @@ import (
 	"mptx/units"
 )
 
-// Sink is anything that accepts packets: the far end of a link (a switch's
-// ingress or a NIC). Receive takes ownership of p.
+// Sink is anything that accepts packets: the far end of a link (a NIC; a
+// switch receives through its port's ingress side). Receive takes
+// ownership of p.
 type Sink interface {
 	Receive(p *Packet)
 }
@@ -28,53 +29,84 @@ type Sink interface {
 // has paused it (the frame on the wire completes); control frames are never
 // paused.
 type Port struct {
-	// Hot fields first: what every packet touches, in about four cache
-	// lines.
-	w         *World
-	sw        *Switch  // owner when on a switch
-	nic       *NIC     // owner when on a NIC
-	peerIn    *ingress // the far end when it is a switch
-	peerNIC   *NIC     // the far end when it is a NIC
+	// Fields are grouped by cache line (a Port is allocated 64-byte
+	// aligned): what queueing a frame on a busy port touches, what a
+	// frame's delivery touches, what starting a transmission touches
+	// besides, the data queue's accounting, ECN marking, and a switch
+	// port's ingress accounting; the rest is cold.
+
+	// line 0: transmit state
 	busyUntil Time
-	delay     Time
-	downs     uint16 // times the link went down (mod 2¹⁶): frames sent before a failure are lost
-	qBytes    int64
-	qLast     Time // last change of qBytes (queue-length integral)
-	qIntHi    uint64
-	qIntLo    uint64 // ∫ qBytes dt in byte·ps (128-bit)
-	ser       Serialiser
-	data      fifo
-	ctrl      fifo
-	pipe      pipe // frames on the wire, in arrival order
 	tx        lazy // next transmission start; the Port is its handler
-	pipeEv    pipeEvent
-	loss      float64
-	pipeArmed bool
-	paused    bool // data class paused by the far end
+	data      fifo
+	nic       *NIC // owner when on a NIC
 	storm     bool // watchdog recovery in progress
-	up        bool
+	paused    bool // data class paused by the far end
 	pfcWant   bool // pause state we want the far end to be in
 	pfcSent   bool // pause state we last sent
 	ecnOn     bool
 	intOn     bool
-	ecn       ECNConfig
-	ecnSlope  float64 // Pmax/(Kmax−Kmin), per byte
-	c         PortCounters
 
-	index    int // port number on the owner
-	name     string
-	remote   *Port // the far end's transmit side
-	cable    *Cable
-	rate     units.BitRate
-	pausedAt Time
-	stormEnd Time
-	wd       Timer
-	wdEv     watchdogEvent
+	// line 1: the wire
+	w         *World
+	pipe      pipe    // frames on the wire, in arrival order
+	peerPort  *Port   // the far end's port when it is on a switch (its receive side)
+	peerSw    *Switch // its switch
+	peerNIC   *NIC    // the far end when it is a NIC
+	loss      float64
+	downs     uint16 // times the link went down (mod 2¹⁶): frames sent before a failure are lost
+	pipeArmed bool   // a delivery event is pending
+	up        bool
+	lossy     bool // loss > 0
+
+	// line 2: transmission
+	ser    Serialiser
+	ctrl   fifo
+	sw     *Switch // owner when on a switch
+	delay  Time
+	remote *Port // the far end's transmit side (cold; fills the line)
+
+	// line 3: the data queue's accounting and the per-frame counters
+	// (PortCounters' hot fields; Counters merges them)
+	qBytes    int64
+	qLast     Time // last change of qBytes (queue-length integral)
+	qIntHi    uint64
+	qIntLo    uint64 // ∫ qBytes dt in byte·ps (128-bit)
+	queueMax  units.Bytes
+	txPackets uint64
+	txBytes   uint64
+	txData    uint64
+
+	// line 4: ECN marking and INT stamping
+	ecn         ECNConfig
+	ecnSlope    float64 // Pmax/(Kmax−Kmin), per byte
+	ecnExpected float64
+	ecnMarks    uint64
+	rate        units.BitRate
 
 	// OnMark, if set, is called for every ECT packet leaving the port
 	// with the queue it leaves behind, the RED probability and the
 	// decision (for tests and traces; nil normally).
 	OnMark func(q units.Bytes, p float64, marked bool)
+
+	// line 5: a switch port's receive side: buffer accounting of the data
+	// it admitted (HPCC ns-3 SwitchMmu's per-ingress counters)
+	inBytes     int64 // data bytes held (reserve + shared part)
+	inHdrm      int64 // headroom bytes held
+	inHdrmCap   int64
+	ingressMax  units.Bytes
+	headroomMax units.Bytes
+	index       int  // port number on the owner
+	inPaused    bool // we sent XOFF upstream
+
+	c        PortCounters // the cold counters
+	name     string
+	cable    *Cable
+	pausedAt Time
+	stormEnd Time
+	wd       Timer
+	wdEv     watchdogEvent
+	_        [8]byte // to a whole number of cache lines (TestHotLayout)
 }
 
 // PortCounters are a port's cumulative counters. Queue figures are of the
@@ -173,13 +205,16 @@ func (p *Port) SetLoss(prob float64) error {
 	if !(prob >= 0 && prob <= 1) {
 		return fmt.Errorf("sim: Port.SetLoss(%v) on %s (valid: 0..1)", prob, p.name)
 	}
-	p.loss = prob
+	p.loss, p.lossy = prob, prob > 0
 	return nil
 }
 
 // Counters returns the port's counters as of now.
 func (p *Port) Counters() PortCounters {
 	c := p.c
+	c.TxPackets, c.TxBytes, c.TxData = p.txPackets, p.txBytes, p.txData
+	c.ECNMarks, c.ECNExpected = p.ecnMarks, p.ecnExpected
+	c.QueueMax, c.IngressMax, c.HeadroomMax = p.queueMax, p.ingressMax, p.headroomMax
 	now := p.w.now
 	if p.paused {
 		c.PausedTime += now - p.pausedAt
@@ -232,18 +267,21 @@ func (q *pipe) pop() *Packet {
 	return p
 }
 
-// pipeEvent delivers the frames at the head of the link.
-type pipeEvent struct{ p *Port }
+// portPipe is a Port as the handler of its delivery events (the Port
+// itself handles its transmit timer): a distinct type for the same
+// pointer, so that neither event needs a field of its own.
+type portPipe Port
 
-func (e *pipeEvent) Fire(now Time) {
-	p := e.p
+// Fire delivers the frames at the head of the link.
+func (e *portPipe) Fire(now Time) {
+	p := (*Port)(e)
 	p.pipeArmed = false
 	for h := p.pipe.head; h != nil && h.arrive <= now; h = p.pipe.head {
 		p.deliver(p.pipe.pop())
 	}
 	if h := p.pipe.head; h != nil && !p.pipeArmed {
 		p.pipeArmed = true
-		p.w.At(h.arrive, &p.pipeEv)
+		p.w.At(h.arrive, e)
 	}
 }
 
@@ -255,13 +293,13 @@ func (p *Port) deliver(pkt *Packet) {
 		p.drop(pkt)
 		return
 	}
-	if p.loss > 0 && pkt.Kind != KindPFC && p.w.rng.Float64() < p.loss {
+	if p.lossy && pkt.Kind != KindPFC && p.w.rng.Float64() < p.loss {
 		p.c.LossDrops++
 		p.drop(pkt)
 		return
 	}
-	if in := p.peerIn; in != nil {
-		in.sw.receive(pkt, in)
+	if p.peerSw != nil {
+		p.peerSw.receive(pkt, p.peerPort)
 		return
 	}
 	p.peerNIC.Receive(pkt)
@@ -281,8 +319,8 @@ func (p *Port) enqueueData(pkt *Packet, now Time) {
 	p.integrate(now)
 	p.data.push(pkt)
 	p.qBytes += int64(pkt.Size)
-	if units.Bytes(p.qBytes) > p.c.QueueMax {
-		p.c.QueueMax = units.Bytes(p.qBytes)
+	if units.Bytes(p.qBytes) > p.queueMax {
+		p.queueMax = units.Bytes(p.qBytes)
 	}
 	p.kick(now)
 }
@@ -358,10 +396,10 @@ func (p *Port) startNext(now Time) {
 	}
 	ser := p.ser.Time(int64(pkt.Size) + WireOverhead)
 	p.busyUntil = now + ser
-	p.c.TxPackets++
-	p.c.TxBytes += uint64(pkt.Size)
+	p.txPackets++
+	p.txBytes += uint64(pkt.Size)
 	if pkt.Kind == KindData {
-		p.c.TxData++
+		p.txData++
 	}
 	if !p.up {
 		p.c.LinkDrops++
@@ -373,7 +411,7 @@ func (p *Port) startNext(now Time) {
 		p.pipe.push(pkt)
 		if !p.pipeArmed {
 			p.pipeArmed = true
-			p.w.At(at, &p.pipeEv)
+			p.w.At(at, (*portPipe)(p))
 		}
 	}
 	if p.more() {
@@ -399,11 +437,11 @@ func (p *Port) dequeued(pkt *Packet, now Time) {
 		default:
 			prob = float64(q-p.ecn.Kmin) * p.ecnSlope
 		}
-		p.c.ECNExpected += prob
+		p.ecnExpected += prob
 		marked := prob >= 1 || (prob > 0 && p.w.rng.Float64() < prob)
 		if marked {
 			pkt.flags |= flagCE
-			p.c.ECNMarks++
+			p.ecnMarks++
 		}
 		if p.OnMark != nil {
 			p.OnMark(q, prob, marked)
@@ -419,7 +457,7 @@ func (p *Port) dequeued(pkt *Packet, now Time) {
 		}
 		x.hops[x.nhops] = qp.INTHop{
 			QLen:    units.Bytes(p.qBytes),
-			TxBytes: units.Bytes(p.c.TxBytes + uint64(pkt.Size)),
+			TxBytes: units.Bytes(p.txBytes + uint64(pkt.Size)),
 			TS:      now.VTime(),
 			Rate:    p.rate,
 		}

@@ -25,7 +25,6 @@ type Switch struct {
 	name  string
 	cfg   SwitchConfig
 	ports []*Port
-	in    []*ingress
 	seed  uint64
 
 	// route maps a destination endpoint to its egress: n<<24 | x, where n
@@ -53,16 +52,6 @@ type group struct{ off, n int32 }
 // noRoute marks an unreachable destination in a route table.
 const noRoute = 0
 
-// ingress is a switch port's receive side and its buffer accounting.
-type ingress struct {
-	sw      *Switch
-	idx     int32
-	bytes   int64 // data bytes held (reserve + shared part)
-	hdrm    int64 // headroom bytes held
-	hdrmCap int64
-	paused  bool // we sent XOFF upstream
-}
-
 // Name returns the switch's name.
 func (s *Switch) Name() string { return s.name }
 
@@ -77,20 +66,18 @@ func (s *Switch) BufferUsed() (shared, headroom units.Bytes) {
 	return units.Bytes(s.sharedUsed), units.Bytes(s.hdrmUsed)
 }
 
-// Receive on the ingress adapter: the far end of a link delivered p.
-func (in *ingress) Receive(p *Packet) { in.sw.receive(p, in) }
-
-func (s *Switch) receive(p *Packet, in *ingress) {
+// receive handles a frame that arrived on port in (its receive side).
+func (s *Switch) receive(p *Packet, in *Port) {
 	now := s.w.now
 	if p.Kind == KindPFC {
-		s.ports[in.idx].onPFC(p, now)
+		in.onPFC(p, now)
 		s.w.FreePacket(p)
 		return
 	}
 	out := s.egress(p)
 	if out < 0 {
-		s.ports[in.idx].c.NoRoute++
-		s.ports[in.idx].drop(p)
+		in.c.NoRoute++
+		in.drop(p)
 		return
 	}
 	op := s.ports[out]
@@ -110,8 +97,8 @@ func (s *Switch) receive(p *Packet, in *ingress) {
 			return
 		}
 	} else if !s.admitLossless(in, p, now) {
-		s.ports[in.idx].c.Drops++
-		s.ports[in.idx].drop(p)
+		in.c.Drops++
+		in.drop(p)
 		return
 	}
 	op.enqueueData(p, now)
@@ -154,9 +141,9 @@ func (s *Switch) threshold() int64 {
 	return int64((uint64(free) * uint64(s.alphaNum)) >> 16)
 }
 
-func (s *Switch) sharedOf(in *ingress) int64 {
-	if in.bytes > s.reserve {
-		return in.bytes - s.reserve
+func (s *Switch) sharedOf(in *Port) int64 {
+	if in.inBytes > s.reserve {
+		return in.inBytes - s.reserve
 	}
 	return 0
 }
@@ -165,39 +152,39 @@ func (s *Switch) sharedOf(in *ingress) int64 {
 // SwitchMmu::CheckIngressAdmission/UpdateIngressAdmission) and sends XOFF
 // upstream when the port crosses its threshold. It reports false when the
 // headroom overflowed: a lossless drop, the sign of too little headroom.
-func (s *Switch) admitLossless(in *ingress, p *Packet, now Time) bool {
+func (s *Switch) admitLossless(in *Port, p *Packet, now Time) bool {
 	sz := int64(p.Size)
-	nb := in.bytes + sz
+	nb := in.inBytes + sz
 	th := s.threshold()
 	switch {
 	case nb <= s.reserve:
-		in.bytes = nb
+		in.inBytes = nb
 	case s.sharedOf(in)+sz > th || s.sharedUsed+sz > s.sharedCap:
-		if in.hdrm+sz > in.hdrmCap {
+		if in.inHdrm+sz > in.inHdrmCap {
 			return false
 		}
-		in.hdrm += sz
+		in.inHdrm += sz
 		s.hdrmUsed += sz
 	default:
-		in.bytes = nb
+		in.inBytes = nb
 		s.sharedUsed += min(sz, nb-s.reserve)
 	}
-	p.in = uint16(in.idx)
+	p.in = uint16(in.index)
 	p.flags |= flagAcct
-	if c := &s.ports[in.idx].c; units.Bytes(in.bytes+in.hdrm) > c.IngressMax || units.Bytes(in.hdrm) > c.HeadroomMax {
-		c.IngressMax = max(c.IngressMax, units.Bytes(in.bytes+in.hdrm))
-		c.HeadroomMax = max(c.HeadroomMax, units.Bytes(in.hdrm))
+	if units.Bytes(in.inBytes+in.inHdrm) > in.ingressMax || units.Bytes(in.inHdrm) > in.headroomMax {
+		in.ingressMax = max(in.ingressMax, units.Bytes(in.inBytes+in.inHdrm))
+		in.headroomMax = max(in.headroomMax, units.Bytes(in.inHdrm))
 	}
-	if !in.paused && (in.hdrm > 0 || s.sharedOf(in) >= th) {
-		in.paused = true
-		s.ports[in.idx].sendPFC(true, now)
+	if !in.inPaused && (in.inHdrm > 0 || s.sharedOf(in) >= th) {
+		in.inPaused = true
+		in.sendPFC(true, now)
 	}
 	return true
 }
 
 // admitLossy is drop-tail: the packet is admitted if its egress queue stays
 // within the (static or dynamic) limit and the buffer has room.
-func (s *Switch) admitLossy(in *ingress, op *Port, p *Packet) bool {
+func (s *Switch) admitLossy(in *Port, op *Port, p *Packet) bool {
 	sz := int64(p.Size)
 	if s.sharedUsed+sz > s.sharedCap {
 		return false
@@ -209,11 +196,11 @@ func (s *Switch) admitLossy(in *ingress, op *Port, p *Packet) bool {
 	if op.qBytes+sz > lim {
 		return false
 	}
-	in.bytes += sz
+	in.inBytes += sz
 	s.sharedUsed += sz
-	p.in = uint16(in.idx)
-	if c := &s.ports[in.idx].c; units.Bytes(in.bytes) > c.IngressMax {
-		c.IngressMax = units.Bytes(in.bytes)
+	p.in = uint16(in.index)
+	if units.Bytes(in.inBytes) > in.ingressMax {
+		in.ingressMax = units.Bytes(in.inBytes)
 	}
 	p.flags |= flagAcct
 	return true
@@ -223,22 +210,22 @@ func (s *Switch) admitLossy(in *ingress, op *Port, p *Packet) bool {
 // sends XON upstream when the port has drained (ns-3
 // RemoveFromIngressAdmission and CheckShouldResume).
 func (s *Switch) release(p *Packet) {
-	in := s.in[p.in]
+	in := s.ports[p.in]
 	sz := int64(p.Size)
 	p.flags &^= flagAcct
 	if s.lossy {
-		in.bytes -= sz
+		in.inBytes -= sz
 		s.sharedUsed -= sz
 		return
 	}
-	fromH := min(in.hdrm, sz)
-	in.hdrm -= fromH
+	fromH := min(in.inHdrm, sz)
+	in.inHdrm -= fromH
 	s.hdrmUsed -= fromH
 	rest := sz - fromH
 	fromS := min(rest, s.sharedOf(in))
-	in.bytes -= rest
+	in.inBytes -= rest
 	s.sharedUsed -= fromS
-	if in.paused && in.hdrm == 0 {
+	if in.inPaused && in.inHdrm == 0 {
 		sh := s.sharedOf(in)
 		var resume bool
 		if s.xoff > 0 {
@@ -247,8 +234,8 @@ func (s *Switch) release(p *Packet) {
 			resume = sh == 0 || sh+s.resumeOff <= s.threshold()
 		}
 		if resume {
-			in.paused = false
-			s.ports[in.idx].sendPFC(false, s.w.now)
+			in.inPaused = false
+			in.sendPFC(false, s.w.now)
 		}
 	}
 }

@@ -89,12 +89,12 @@ const bitPs = uint64(Second)
 // so that the sum over any run of frames is exact to within 1 ps: a long
 // transfer at 3·10¹¹ bit/s neither gains nor loses time.
 //
-// The zero value is not usable; call NewSerialiser.
+// The zero value serialises in zero time, as units.Unlimited does; call
+// NewSerialiser.
 type Serialiser struct {
-	rate     uint64 // bit/s
-	psPerB   uint64 // ps per byte when exact, else 0
-	rem      uint64 // carried bit·ps, < rate
-	unlimitd bool
+	rate   uint64 // bit/s; 0 for units.Unlimited
+	psPerB uint64 // ps per byte when exact, else 0
+	rem    uint64 // carried bit·ps, < rate
 }
 
 // NewSerialiser returns a serialiser for rate r (> 0); units.Unlimited
@@ -103,7 +103,10 @@ func NewSerialiser(r units.BitRate) Serialiser {
 	if r <= 0 {
 		panic("sim: BUG: NewSerialiser with rate " + strconv.FormatInt(int64(r), 10))
 	}
-	s := Serialiser{rate: uint64(r), unlimitd: r == units.Unlimited}
+	if r == units.Unlimited {
+		return Serialiser{}
+	}
+	s := Serialiser{rate: uint64(r)}
 	if (8*bitPs)%s.rate == 0 {
 		s.psPerB = 8 * bitPs / s.rate
 	}
@@ -113,11 +116,14 @@ func NewSerialiser(r units.BitRate) Serialiser {
 // Time returns how long n bytes take on the wire and advances the carried
 // remainder.
 func (s *Serialiser) Time(n int64) Time {
-	if n <= 0 || s.unlimitd {
+	if n <= 0 {
 		return 0
 	}
 	if s.psPerB != 0 {
 		return Time(uint64(n) * s.psPerB)
+	}
+	if s.rate == 0 {
+		return 0
 	}
 	hi, lo := bits.Mul64(uint64(n)*8, bitPs)
 	var c uint64

@@ -55,7 +55,7 @@ func NewWorld(seed uint64) *World {
 		now:      Start,
 		rng:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		seed:     seed,
-		poolStep: 256,
+		poolStep: minPoolBlock,
 	}
 	w.q.init()
 	return w
@@ -179,6 +179,12 @@ func (w *World) FreePacket(p *Packet) {
 	w.free = p
 	w.live--
 }
+
+// minPoolBlock is the fewest packets the pool allocates at once: 32 KiB,
+// which the Go allocator serves as a large object at a page boundary, so
+// that every 64-byte packet lies in exactly one cache line (smaller objects
+// with pointers start 8 bytes into their slot, after a type header).
+const minPoolBlock = 512
 
 func (w *World) growPool() {
 	blk := make([]Packet, w.poolStep)
