@@ -37,10 +37,6 @@ type eventQueue struct {
 	freeN  int32 // head of the free node list, -1 if none
 	ndirty int32 // unsorted buckets
 	wcount int
-	bkt    []bucket
-	bitmap []uint64  // bucket non-empty
-	summ   []uint64  // bitmap word non-zero
-	dirty  []uint64  // bucket list not sorted
 	keys   []sortKey // scratch for sorting a bucket
 	sorts  uint64    // buckets sorted (for tests)
 
@@ -49,6 +45,12 @@ type eventQueue struct {
 	heap   []event
 	slots  []Handler
 	free1  []uint32
+
+	// fixed-size arrays, indexed by masked bucket numbers: no bounds checks
+	summ   [wordsPerMap / 64]uint64 // bitmap word non-zero
+	bitmap [wordsPerMap]uint64      // bucket non-empty
+	dirty  [wordsPerMap]uint64      // bucket list not sorted
+	bkt    [wheelSize]bucket
 }
 
 const (
@@ -96,15 +98,11 @@ func (e event) before(f event) bool {
 }
 
 func (q *eventQueue) init() {
-	q.bkt = make([]bucket, wheelSize)
 	for i := range q.bkt {
 		q.bkt[i] = bucket{-1, -1}
 	}
-	q.bitmap = make([]uint64, wordsPerMap)
-	q.summ = make([]uint64, (wordsPerMap+63)/64)
 	q.nodes = make([]node, 0, 1024)
 	q.freeN = -1
-	q.dirty = make([]uint64, wordsPerMap)
 	q.keys = make([]sortKey, 0, 64)
 	q.heapAt = Forever
 	q.heap = make([]event, 0, 256)
@@ -113,14 +111,11 @@ func (q *eventQueue) init() {
 
 func (q *eventQueue) len() int { return q.wcount + len(q.heap) }
 
-// push adds an event at instant at with sequence number seq; now is the
-// current instant.
-func (q *eventQueue) push(now, at Time, seq uint64, h Handler) {
-	if uint64(at>>bucketShift)-uint64(now>>bucketShift) < wheelSize {
-		q.wheelPush(at, h)
-		return
-	}
-	q.heapPush(at, seq, h)
+// onWheel reports whether an event at instant at goes on the wheel
+// (wheelPush) rather than the heap (heapPush, with its sequence number);
+// now is the current instant.
+func onWheel(now, at Time) bool {
+	return uint64(at>>bucketShift)-uint64(now>>bucketShift) < wheelSize
 }
 
 func (q *eventQueue) wheelPush(at Time, h Handler) {
@@ -128,8 +123,7 @@ func (q *eventQueue) wheelPush(at Time, h Handler) {
 	if ni >= 0 {
 		q.freeN = q.nodes[ni].next
 	} else {
-		ni = int32(len(q.nodes))
-		q.nodes = append(q.nodes, node{})
+		ni = q.newNode()
 	}
 	n := &q.nodes[ni]
 	n.at, n.h, n.next = at, h, -1
@@ -149,6 +143,13 @@ func (q *eventQueue) wheelPush(at Time, h Handler) {
 		return
 	}
 	q.insert(bk, b, ni, at)
+}
+
+// newNode grows the node array by one node and returns its index.
+func (q *eventQueue) newNode() int32 {
+	ni := int32(len(q.nodes))
+	q.nodes = append(q.nodes, node{})
+	return ni
 }
 
 // insert links node ni, due at at, into non-empty bucket b whose tail is
@@ -183,14 +184,26 @@ func (q *eventQueue) insert(bk *bucket, b int, ni int32, at Time) {
 // firstBucket returns the earliest non-empty bucket, given that the wheel
 // is not empty and every wheel event's bucket is less than wheelSize
 // buckets after now's: the first non-empty bucket, scanning cyclically from
-// now's.
+// now's. The bucket is sorted. (pop has a copy of the fast path.)
 func (q *eventQueue) firstBucket(now Time) int {
 	c := int(now>>bucketShift) & wheelMask
-	wi := c >> 6
-	if m := q.bitmap[wi] & (^uint64(0) << (c & 63)); m != 0 {
-		return wi<<6 | bits.TrailingZeros64(m)
+	var b int
+	if m := q.bitmap[c>>6] & (^uint64(0) << (c & 63)); m != 0 {
+		b = c&^63 | bits.TrailingZeros64(m)
+	} else {
+		b = q.firstBucketFar(c >> 6)
 	}
-	return q.firstBucketFar(wi)
+	if q.ndirty != 0 {
+		q.sortIfDirty(b)
+	}
+	return b
+}
+
+// sortIfDirty sorts bucket b if it is marked unsorted.
+func (q *eventQueue) sortIfDirty(b int) {
+	if q.dirty[(b>>6)&(wordsPerMap-1)]&(1<<(b&63)) != 0 {
+		q.sortBucket(b)
+	}
 }
 
 // firstBucketFar is firstBucket when the current bitmap word has nothing
@@ -207,15 +220,6 @@ func (q *eventQueue) firstBucketFar(wi int) int {
 		panic("sim: BUG: event wheel count and bitmap disagree")
 	}
 	return w<<6 | bits.TrailingZeros64(q.bitmap[w])
-}
-
-// head returns the earliest node of non-empty bucket b, sorting the bucket
-// first if the clock has just reached it.
-func (q *eventQueue) head(b int) int32 {
-	if q.ndirty != 0 && q.dirty[b>>6]&(1<<(b&63)) != 0 {
-		q.sortBucket(b)
-	}
-	return q.bkt[b].head
 }
 
 // sortBucket sorts unsorted bucket b's list by time, stably (see
@@ -267,7 +271,7 @@ func (q *eventQueue) peek(now Time) Time {
 	if q.wcount == 0 {
 		return q.heapAt
 	}
-	return min(q.nodes[q.head(q.firstBucket(now))].at, q.heapAt)
+	return min(q.nodes[q.bkt[q.firstBucket(now)&wheelMask].head].at, q.heapAt)
 }
 
 // pop removes the earliest event; the queue must not be empty.
@@ -275,22 +279,32 @@ func (q *eventQueue) pop(now Time) (Time, Handler) {
 	if q.wcount == 0 {
 		return q.heapPop()
 	}
-	b := q.firstBucket(now)
-	ni := q.head(b)
+	c := int(now>>bucketShift) & wheelMask
+	var b int
+	if m := q.bitmap[c>>6] & (^uint64(0) << (c & 63)); m != 0 {
+		b = c&^63 | bits.TrailingZeros64(m)
+	} else {
+		b = q.firstBucketFar(c >> 6)
+	}
+	if q.ndirty != 0 {
+		q.sortIfDirty(b)
+	}
+	b &= wheelMask
+	bk := &q.bkt[b]
+	ni := bk.head
 	n := &q.nodes[ni]
 	at := n.at
 	if q.heapAt <= at && len(q.heap) > 0 { // ties go to the heap
 		return q.heapPop()
 	}
 	h, next := n.h, n.next
-	bk := &q.bkt[b]
 	bk.head = next
 	if next < 0 {
 		bk.tail = -1
 		w := b >> 6
 		q.bitmap[w] &^= 1 << (b & 63)
 		if q.bitmap[w] == 0 {
-			q.summ[b>>12] &^= 1 << (w & 63)
+			q.summ[w>>6] &^= 1 << (w & 63)
 		}
 	}
 	n.next = q.freeN // n.h is overwritten on reuse (handlers outlive their events)

@@ -85,7 +85,11 @@ func (w *World) At(at Time, h Handler) {
 		w.badAt(at)
 	}
 	w.seq++
-	w.q.push(w.now, at, w.seq, h)
+	if onWheel(w.now, at) {
+		w.q.wheelPush(at, h)
+		return
+	}
+	w.q.heapPush(at, w.seq, h)
 }
 
 //go:noinline
