@@ -61,6 +61,9 @@ func TestHotLayout(t *testing.T) {
 			t.Errorf("port %s at %d mod 64; want line-aligned", p.Name(), a)
 		}
 	}
+	if a := uintptr(unsafe.Pointer(&w.q.bkt[0])) % 64; a != 0 || unsafe.Sizeof(bucket{}) != 32 {
+		t.Errorf("event wheel buckets at %d mod 64, %d bytes; want line-aligned, 32", a, unsafe.Sizeof(bucket{}))
+	}
 	for i := 0; i < 3; i++ {
 		if a := uintptr(unsafe.Pointer(w.NewPacket())) % 64; a != 0 {
 			t.Errorf("pool packet at %d mod 64; want line-aligned", a)

@@ -5,33 +5,41 @@ import "math/bits"
 // eventQueue is the world's future-event list: a timing wheel for the near
 // future and a 4-ary heap for the rest, merged on (time, sequence number).
 //
-// The wheel has wheelSize buckets of bucketPs picoseconds each. An event
-// goes on the wheel when its bucket lies less than wheelSize buckets after
-// the current instant's bucket, so the wheel never holds two revolutions
-// at once and its buckets, scanned cyclically from the current one, are in
-// time order. Each bucket is an intrusive list of 32-byte nodes (two to a
-// cache line) sorted by time, ties in scheduling order. New events almost
-// always go at the tail; one that belongs further in is inserted in place
-// if that takes a short walk, and otherwise appended and the bucket marked
-// unsorted, to be sorted once when the clock reaches it (a large fabric
-// puts dozens of events in one bucket). A two-level bitmap finds the next
-// non-empty bucket in a few word operations. Events further out (retry
-// timers, long links) go to the heap. Both structures are O(1) or
-// O(log n) without allocation once grown.
+// The wheel has wheelSize buckets of 2^bucketShift picoseconds each. An
+// event goes on the wheel when its bucket lies less than wheelSize buckets
+// after the current instant's bucket, so the wheel never holds two
+// revolutions at once and its buckets, scanned cyclically from the current
+// one, are in time order. A bucket holds its earliest event inline (most
+// buckets hold one event, and the clock sweeps the bucket array in order,
+// which the hardware prefetches) and the rest in an intrusive list of
+// 32-byte nodes sorted by time, ties in scheduling order. New events
+// almost always go at the list's tail; one that belongs further in is
+// inserted in place if that takes a short walk, and otherwise appended and
+// the bucket marked unsorted, to be sorted once its inline event is taken
+// (a large fabric puts dozens of events in one bucket). A two-level bitmap
+// finds the next non-empty bucket in a few word operations. Events further
+// out (retry timers, long links) go to the heap. Both structures are O(1)
+// or O(log n) without allocation once grown.
 //
 // Ties at one instant fire in the order they were scheduled, whichever
-// structure holds them. Wheel nodes need no sequence number for that:
-//   - within a bucket, list order among equal times is scheduling order:
-//     an in-place insertion goes after every equal time, and once a bucket
-//     is unsorted every new event is appended, so the list is a sorted
-//     prefix followed by later events in scheduling order, which a stable
-//     sort on time alone puts in (time, sequence) order;
+// structure holds them. Wheel events need no sequence number for that:
+//   - within a bucket, order among equal times is scheduling order: a new
+//     event displaces the inline one only if strictly earlier (the
+//     displaced one then heads the list, before everything scheduled after
+//     it), an in-place insertion goes after every equal time, and once a
+//     list is unsorted every new event is appended, so the list is a
+//     sorted prefix followed by later events in scheduling order, which a
+//     stable sort on time alone puts in (time, sequence) order;
 //   - between the structures, of two events due at the same instant the
 //     heap's was always scheduled first: it went to the heap because its
 //     bucket was at least wheelSize buckets ahead of the clock, the
 //     wheel's because it was fewer, and the clock never goes back. So a
 //     tie goes to the heap. The heap itself orders ties by sequence number.
 type eventQueue struct {
+	// The bucket array comes first: a World (a large allocation, so page
+	// aligned) starts with its eventQueue, so buckets are line-aligned.
+	bkt [wheelSize]bucket
+
 	// wheel
 	nodes  []node
 	freeN  int32 // head of the free node list, -1 if none
@@ -50,7 +58,6 @@ type eventQueue struct {
 	summ   [wordsPerMap / 64]uint64 // bitmap word non-zero
 	bitmap [wordsPerMap]uint64      // bucket non-empty
 	dirty  [wordsPerMap]uint64      // bucket list not sorted
-	bkt    [wheelSize]bucket
 }
 
 const (
@@ -62,9 +69,14 @@ const (
 	wordsPerMap = wheelSize / 64
 )
 
-// bucket is one wheel slot: an intrusive list of nodes sorted by time, ties
-// in scheduling order.
-type bucket struct{ head, tail int32 }
+// bucket is one wheel slot, 32 bytes: its earliest event (h nil when the
+// bucket is empty) and a list of the others, sorted by time, ties in
+// scheduling order.
+type bucket struct {
+	at         Time
+	h          Handler
+	head, tail int32 // the list; -1 when empty
+}
 
 // sortKey is a bucket entry being sorted.
 type sortKey struct {
@@ -72,7 +84,7 @@ type sortKey struct {
 	idx int32
 }
 
-// node is one wheel entry: 32 bytes.
+// node is one entry of a bucket's list: 32 bytes.
 type node struct {
 	at   Time
 	h    Handler
@@ -99,7 +111,7 @@ func (e event) before(f event) bool {
 
 func (q *eventQueue) init() {
 	for i := range q.bkt {
-		q.bkt[i] = bucket{-1, -1}
+		q.bkt[i].head, q.bkt[i].tail = -1, -1
 	}
 	q.nodes = make([]node, 0, 1024)
 	q.freeN = -1
@@ -119,6 +131,15 @@ func onWheel(now, at Time) bool {
 }
 
 func (q *eventQueue) wheelPush(at Time, h Handler) {
+	q.wcount++
+	b := int(at>>bucketShift) & wheelMask
+	bk := &q.bkt[b]
+	if bk.h == nil { // empty bucket
+		bk.at, bk.h = at, h
+		q.bitmap[b>>6] |= 1 << (b & 63)
+		q.summ[b>>12] |= 1 << ((b >> 6) & 63)
+		return
+	}
 	ni := q.freeN
 	if ni >= 0 {
 		q.freeN = q.nodes[ni].next
@@ -126,15 +147,19 @@ func (q *eventQueue) wheelPush(at Time, h Handler) {
 		ni = q.newNode()
 	}
 	n := &q.nodes[ni]
+	if at < bk.at {
+		// the new event comes first: the inline one heads the list
+		n.at, n.h, n.next = bk.at, bk.h, bk.head
+		bk.at, bk.h, bk.head = at, h, ni
+		if bk.tail < 0 {
+			bk.tail = ni
+		}
+		return
+	}
 	n.at, n.h, n.next = at, h, -1
-	q.wcount++
-	b := int(at>>bucketShift) & wheelMask
-	bk := &q.bkt[b]
 	t := bk.tail
-	if t < 0 { // empty bucket
+	if t < 0 {
 		bk.head, bk.tail = ni, ni
-		q.bitmap[b>>6] |= 1 << (b & 63)
-		q.summ[b>>12] |= 1 << ((b >> 6) & 63)
 		return
 	}
 	if q.nodes[t].at <= at { // the usual case: append
@@ -152,10 +177,10 @@ func (q *eventQueue) newNode() int32 {
 	return ni
 }
 
-// insert links node ni, due at at, into non-empty bucket b whose tail is
-// due later: in place if the bucket is sorted and the place is near the
-// head (ties go last: every event already there was scheduled earlier),
-// else at the tail, marking the bucket unsorted.
+// insert links node ni, due at at, into bucket b's non-empty list whose
+// tail is due later: in place if the list is sorted and the place is near
+// its head (ties go last: every event already there was scheduled
+// earlier), else at the tail, marking the list unsorted.
 func (q *eventQueue) insert(bk *bucket, b int, ni int32, at Time) {
 	w, bit := b>>6, uint64(1)<<(b&63)
 	if q.dirty[w]&bit == 0 {
@@ -173,7 +198,7 @@ func (q *eventQueue) insert(bk *bucket, b int, ni int32, at Time) {
 			}
 			prev, cur = cur, q.nodes[cur].next
 		}
-		// long bucket: append, sort when the clock gets here
+		// long list: append, sort when its turn comes
 		q.dirty[w] |= bit
 		q.ndirty++
 	}
@@ -184,26 +209,13 @@ func (q *eventQueue) insert(bk *bucket, b int, ni int32, at Time) {
 // firstBucket returns the earliest non-empty bucket, given that the wheel
 // is not empty and every wheel event's bucket is less than wheelSize
 // buckets after now's: the first non-empty bucket, scanning cyclically from
-// now's. The bucket is sorted. (pop has a copy of the fast path.)
+// now's. (pop has a copy of the fast path.)
 func (q *eventQueue) firstBucket(now Time) int {
 	c := int(now>>bucketShift) & wheelMask
-	var b int
 	if m := q.bitmap[c>>6] & (^uint64(0) << (c & 63)); m != 0 {
-		b = c&^63 | bits.TrailingZeros64(m)
-	} else {
-		b = q.firstBucketFar(c >> 6)
+		return c&^63 | bits.TrailingZeros64(m)
 	}
-	if q.ndirty != 0 {
-		q.sortIfDirty(b)
-	}
-	return b
-}
-
-// sortIfDirty sorts bucket b if it is marked unsorted.
-func (q *eventQueue) sortIfDirty(b int) {
-	if q.dirty[(b>>6)&(wordsPerMap-1)]&(1<<(b&63)) != 0 {
-		q.sortBucket(b)
-	}
+	return q.firstBucketFar(c >> 6)
 }
 
 // firstBucketFar is firstBucket when the current bitmap word has nothing
@@ -222,6 +234,13 @@ func (q *eventQueue) firstBucketFar(wi int) int {
 	return w<<6 | bits.TrailingZeros64(q.bitmap[w])
 }
 
+// sortIfDirty sorts bucket b's list if it is marked unsorted.
+func (q *eventQueue) sortIfDirty(b int) {
+	if q.dirty[(b>>6)&(wordsPerMap-1)]&(1<<(b&63)) != 0 {
+		q.sortBucket(b)
+	}
+}
+
 // sortBucket sorts unsorted bucket b's list by time, stably (see
 // eventQueue: list order among equal times is then scheduling order).
 func (q *eventQueue) sortBucket(b int) {
@@ -233,7 +252,7 @@ func (q *eventQueue) sortBucket(b int) {
 	for i := bk.head; i >= 0; i = q.nodes[i].next {
 		keys = append(keys, sortKey{at: q.nodes[i].at, idx: i})
 	}
-	// stable insertion sort: buckets are short and mostly in order already
+	// stable insertion sort: lists are short and mostly in order already
 	for i := 1; i < len(keys); i++ {
 		k := keys[i]
 		j := i
@@ -271,7 +290,7 @@ func (q *eventQueue) peek(now Time) Time {
 	if q.wcount == 0 {
 		return q.heapAt
 	}
-	return min(q.nodes[q.bkt[q.firstBucket(now)&wheelMask].head].at, q.heapAt)
+	return min(q.bkt[q.firstBucket(now)&wheelMask].at, q.heapAt)
 }
 
 // pop removes the earliest event; the queue must not be empty.
@@ -286,30 +305,35 @@ func (q *eventQueue) pop(now Time) (Time, Handler) {
 	} else {
 		b = q.firstBucketFar(c >> 6)
 	}
-	if q.ndirty != 0 {
-		q.sortIfDirty(b)
-	}
 	b &= wheelMask
 	bk := &q.bkt[b]
-	ni := bk.head
-	n := &q.nodes[ni]
-	at := n.at
+	at := bk.at
 	if q.heapAt <= at && len(q.heap) > 0 { // ties go to the heap
 		return q.heapPop()
 	}
-	h, next := n.h, n.next
-	bk.head = next
-	if next < 0 {
-		bk.tail = -1
+	h := bk.h
+	q.wcount--
+	if bk.head < 0 {
+		bk.h = nil
 		w := b >> 6
 		q.bitmap[w] &^= 1 << (b & 63)
 		if q.bitmap[w] == 0 {
 			q.summ[w>>6] &^= 1 << (w & 63)
 		}
+		return at, h
+	}
+	// the list's first event becomes the inline one
+	if q.ndirty != 0 {
+		q.sortIfDirty(b)
+	}
+	ni := bk.head
+	n := &q.nodes[ni]
+	bk.at, bk.h, bk.head = n.at, n.h, n.next
+	if n.next < 0 {
+		bk.tail = -1
 	}
 	n.next = q.freeN // n.h is overwritten on reuse (handlers outlive their events)
 	q.freeN = ni
-	q.wcount--
 	return at, h
 }
 

@@ -27,9 +27,9 @@ type Handler interface {
 //
 // The zero value is not usable; call NewWorld.
 type World struct {
+	q       eventQueue // first: its bucket array must be line-aligned
 	now     Time
 	seq     uint64
-	q       eventQueue
 	rng     *rand.Rand
 	seed    uint64
 	fired   uint64
