@@ -14,8 +14,18 @@ func TestHotLayout(t *testing.T) {
 		t.Errorf("Packet is %d bytes; want 64 (one cache line)", s)
 	}
 	var p Port
-	if s := unsafe.Sizeof(p); s%64 != 0 {
-		t.Errorf("Port is %d bytes; want a multiple of 64 (slab elements stay line-aligned)", s)
+	for _, c := range []struct {
+		name       string
+		size, want uintptr
+	}{
+		{"Port", unsafe.Sizeof(p), 0},
+		{"QP", unsafe.Sizeof(QP{}), 0},
+		{"Switch", unsafe.Sizeof(Switch{}), 384},
+		{"NIC", unsafe.Sizeof(NIC{}), 256},
+	} {
+		if c.size%64 != 0 || (c.want != 0 && c.size != c.want) {
+			t.Errorf("%s is %d bytes; want a multiple of 64 (a line-aligned size class or slab)", c.name, c.size)
+		}
 	}
 	for _, f := range []struct {
 		name   string
@@ -36,6 +46,8 @@ func TestHotLayout(t *testing.T) {
 		{"inBytes", unsafe.Offsetof(p.inBytes), 5, true},
 		{"inPaused", unsafe.Offsetof(p.inPaused), 5, false},
 	} {
+		// (QP, NIC and Switch group their hot fields the same way; a
+		// misplaced field there costs a line, checked by profile.)
 		if f.off/64 != f.line || (f.starts && f.off%64 != 0) {
 			t.Errorf("Port.%s at offset %d; want it in line %d (starting it: %v)", f.name, f.off, f.line, f.starts)
 		}
@@ -59,6 +71,21 @@ func TestHotLayout(t *testing.T) {
 	for _, p := range s.Ports() {
 		if a := uintptr(unsafe.Pointer(p)) % 64; a != 0 {
 			t.Errorf("port %s at %d mod 64; want line-aligned", p.Name(), a)
+		}
+	}
+	if a := uintptr(unsafe.Pointer(s)) % 64; a != 0 {
+		t.Errorf("switch at %d mod 64; want line-aligned", a)
+	}
+	for _, nic := range n.NICs {
+		q, err := nic.NewQP(QPConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := uintptr(unsafe.Pointer(nic)) % 64; a != 0 {
+			t.Errorf("NIC %s at %d mod 64; want line-aligned", nic.Name(), a)
+		}
+		if a := uintptr(unsafe.Pointer(q)) % 64; a != 0 {
+			t.Errorf("QP at %d mod 64; want line-aligned", a)
 		}
 	}
 	if a := uintptr(unsafe.Pointer(&w.q.bkt[0])) % 64; a != 0 || unsafe.Sizeof(bucket{}) != 32 {

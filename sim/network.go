@@ -53,6 +53,7 @@ type Network struct {
 	storms   []PauseStorm
 	built    bool
 	portBuf  []Port // slab the next ports are cut from
+	qpBuf    []QP   // slab the next QPs are cut from
 }
 
 // NewNetwork returns an empty network in w.
@@ -85,7 +86,7 @@ func (n *Network) AddSwitch(name string, cfg SwitchConfig) (*Switch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("switch %s: %w", name, err)
 	}
-	s := &Switch{w: n.W, net: n, id: len(n.Switches), name: name, cfg: c, seed: c.Seed, lossy: c.Lossy}
+	s := &Switch{w: n.W, net: n, id: len(n.Switches), name: name, cfg: c, seed: c.Seed, lossy: c.Lossy, spray: c.Spray}
 	if s.seed == 0 {
 		s.seed = n.W.rng.Uint64()
 	}
@@ -110,6 +111,8 @@ func (n *Network) AddHost(name string, nics int, cfg NICConfig) (*Host, error) {
 		nic := &NIC{
 			w: n.W, net: n, id: int32(len(n.NICs)), name: name + "/nic" + strconv.Itoa(r),
 			host: h, rail: r, cfg: c, rto: AckTimeoutDuration(c.AckTimeout), mtu: int32(c.MTU),
+			ackEvery: c.AckEvery, cnpInterval: c.CNPInterval, nakInterval: c.NAKInterval,
+			intHeader: c.INTHeader, noECT: c.NoECT,
 		}
 		n.NICs = append(n.NICs, nic)
 		h.nics = append(h.nics, nic)
@@ -185,6 +188,20 @@ func (c *Cable) set(up bool, now Time) {
 // lines they are grouped in (a Port allocated alone starts 8 bytes into
 // its slot, after a type header).
 const portSlab = 64
+
+// qpSlab is how many QPs a network allocates at once: over 32 KiB, so
+// line-aligned (see portSlab).
+const qpSlab = 40
+
+// newQP returns a zero QP from the network's slab.
+func (n *Network) newQP() *QP {
+	if len(n.qpBuf) == 0 {
+		n.qpBuf = make([]QP, qpSlab)
+	}
+	q := &n.qpBuf[0]
+	n.qpBuf = n.qpBuf[1:]
+	return q
+}
 
 func (n *Network) newPort(name string, idx int, cfg LinkConfig) *Port {
 	if len(n.portBuf) == 0 {

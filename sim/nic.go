@@ -36,19 +36,33 @@ const MaxMessage = units.Bytes(1) << 31
 // time. Received data is consumed at line rate (the NIC's receive side never
 // backpressures; Deviation: NICs that send PFC are not modelled).
 type NIC struct {
+	// Fields by cache line (a NIC is 256 bytes, a size class whose slots
+	// the Go allocator keeps line-aligned; TestHotLayout): the arbiter
+	// and receive path, then the per-packet configuration (copies of cfg
+	// fields); the rest is cold.
+
+	// line 0
 	w      *World
-	net    *Network
-	id     int32
-	name   string
-	host   *Host
-	rail   int
-	cfg    NICConfig
 	port   *Port
 	qps    []*QP
 	active []activeQP // QPs with packets to send, in arbitration order
-	rr     int
-	rto    Time
-	mtu    int32
+
+	// line 1
+	rr          int
+	rto         Time
+	ackEvery    int  // cfg.AckEvery
+	cnpInterval Time // cfg.CNPInterval
+	nakInterval Time // cfg.NAKInterval
+	intHeader   units.Bytes
+	id          int32
+	mtu         int32
+	noECT       bool
+
+	net  *Network
+	name string
+	host *Host
+	rail int
+	cfg  NICConfig
 }
 
 // QPNs are unique in a network: the NIC's id in the high bits, then
@@ -248,57 +262,69 @@ type QPCounters struct {
 // PSNs are unwrapped 32-bit counters (Deviation: IB wraps at 2^24; the
 // simulator never runs 2^32 packets on one QP).
 type QP struct {
+	// Fields by cache line (QPs come from line-aligned slabs; a QP is a
+	// whole number of lines, TestHotLayout): sending, pacing and the
+	// peer, congestion control and the retry timer, the CC timer, the
+	// counters (requester's line, responder's line), the responder; the
+	// rest is cold.
+
+	// line 0: the send cursor
 	nic     *NIC
+	sq      []sqEntry   // send queue: a ring of posted, not yet completed work requests
+	sqHd    int         // its oldest entry
+	cur     int         // index (from sqHd) of the WR holding sndNxt
+	curOf   units.Bytes // byte offset of sndNxt in that WR
+	sndNxt  uint32      // next PSN to send
+	maxSent uint32      // highest PSN sent + 1
+
+	// line 1: window, pacing and the peer
+	sndUna     uint32 // oldest unacknowledged PSN
+	sndEnd     uint32 // PSN after the last posted packet
+	peer       int32  // remote endpoint id, -1 until connected
+	peerQPN    uint32
+	flow       uint64
+	srcPort    uint16
+	state      uint8 // qpReady or qpError
+	active     bool
+	peerRegion units.Bytes // the peer responder's region (0: unbounded)
+	rateLimit  units.BitRate
+	nextTx     Time // earliest start of the next packet (pacing)
+	lineRate   units.BitRate
+
+	// line 2
+	cc  cc.Algorithm
+	rto Timer
+
+	// line 3
+	ccTimer Timer
+	actIdx  int // index in nic.active while active
+	ccEv    ccEvent
+
+	// lines 4 and 5
+	c QPCounters
+
+	// line 6: responder
+	ePSN     uint32
+	lastNak  uint32
+	msgBytes units.Bytes
+	unacked  int
+	lastCNP  Time
+	nakAt    Time
+	dupAt    Time
+	region   units.Bytes
+	lastDup  uint32
+	cnpSent  bool
+	nakSent  bool
+	dupAcked bool
+
+	handler QPHandler
+	sqN     int // posted work requests not yet completed
+	retries int
 	qpn     uint32
 	path    int
-	peer    int32 // remote endpoint id, -1 until connected
-	peerQPN uint32
-	srcPort uint16
-	flow    uint64
-	handler QPHandler
-	state   uint8 // qpReady or qpError
-
-	// send queue: a ring of posted, not yet completed work requests
-	sq    []sqEntry
-	sqHd  int
-	sqN   int
-	cur   int         // index (from sqHd) of the WR holding sndNxt
-	curOf units.Bytes // byte offset of sndNxt in that WR
-
-	sndUna  uint32 // oldest unacknowledged PSN
-	sndNxt  uint32 // next PSN to send
-	sndEnd  uint32 // PSN after the last posted packet
-	maxSent uint32 // highest PSN sent + 1
-	retries int
-	rto     Timer
-	active  bool
-	actIdx  int // index in nic.active while active
-
-	rateLimit units.BitRate
-	nextTx    Time // earliest start of the next packet (pacing)
-	cc        cc.Algorithm
-	ccTimer   Timer
-	ccEv      ccEvent
-	lineRate  units.BitRate
-
-	// responder
-	region     units.Bytes
-	peerRegion units.Bytes // the peer responder's region (0: unbounded)
-	ePSN       uint32
-	msgBytes   units.Bytes
-	unacked    int
-	lastCNP    Time
-	cnpSent    bool
-	lastNak    uint32
-	nakAt      Time
-	nakSent    bool
-	lastDup    uint32
-	dupAt      Time
-	dupAcked   bool
-	hopsBuf    [MaxHops]qp.INTHop
-	doneWR     qp.SendWR // the work request being completed
-
-	c QPCounters
+	hopsBuf [MaxHops]qp.INTHop
+	doneWR  qp.SendWR // the work request being completed
+	_       [32]byte  // to a whole number of lines
 }
 
 const (
@@ -343,7 +369,8 @@ func (n *NIC) NewQP(cfg QPConfig) (*QP, error) {
 	for depth < n.cfg.MaxSendWR {
 		depth <<= 1
 	}
-	q := &QP{
+	q := n.net.newQP()
+	*q = QP{
 		nic:       n,
 		qpn:       uint32(n.id)<<qpnShift | uint32(qpnBase+len(n.qps)),
 		path:      cfg.Path,
@@ -532,7 +559,7 @@ func (q *QP) nextPacket(now Time) *Packet {
 	e := &q.sq[(q.sqHd+q.cur)&(len(q.sq)-1)]
 	off := q.curOf
 	pay := min(units.Bytes(n.mtu), e.wr.Len-off)
-	size := int32(DataHeaders+pay) + int32(n.cfg.INTHeader)
+	size := int32(DataHeaders+pay) + int32(n.intHeader)
 	p := n.w.NewPacket()
 	p.Kind = KindData
 	p.Dst = q.peer
@@ -542,7 +569,7 @@ func (q *QP) nextPacket(now Time) *Packet {
 	p.Flow = q.flow
 	p.SrcPort = q.srcPort
 	p.sentAt = uint32(now / Nanosecond)
-	if !n.cfg.NoECT {
+	if !n.noECT {
 		p.flags |= flagECT
 	}
 	if off == 0 {
@@ -823,7 +850,7 @@ func (q *QP) onData(p *Packet, now Time) {
 	n := q.nic
 	if p.flags&flagCE != 0 {
 		q.c.ECNMarked++
-		if !q.cnpSent || now-q.lastCNP >= n.cfg.CNPInterval {
+		if !q.cnpSent || now-q.lastCNP >= n.cnpInterval {
 			q.cnpSent = true
 			q.lastCNP = now
 			q.c.CNPsSent++
@@ -861,18 +888,18 @@ func (q *QP) onData(p *Packet, now Time) {
 				}
 			}
 		}
-		if last || q.unacked >= n.cfg.AckEvery {
+		if last || q.unacked >= n.ackEvery {
 			q.sendAck(KindAck, p)
 		}
 	case seqLT(p.PSN, q.ePSN):
 		q.c.Duplicates++
-		if !q.dupAcked || q.lastDup != q.ePSN || now-q.dupAt >= n.cfg.NAKInterval {
+		if !q.dupAcked || q.lastDup != q.ePSN || now-q.dupAt >= n.nakInterval {
 			q.dupAcked, q.lastDup, q.dupAt = true, q.ePSN, now
 			q.sendAck(KindAck, p)
 		}
 	default:
 		q.c.OOSDrops++
-		if !q.nakSent || q.lastNak != q.ePSN || now-q.nakAt >= n.cfg.NAKInterval {
+		if !q.nakSent || q.lastNak != q.ePSN || now-q.nakAt >= n.nakInterval {
 			q.nakSent, q.lastNak, q.nakAt = true, q.ePSN, now
 			q.c.NAKsSent++
 			if n.w.tracer != nil {
@@ -899,7 +926,7 @@ func (q *QP) ctrlPacket(k Kind, size uint16) *Packet {
 // from ePSN (NAK), echoing the data packet's send time and INT stamps.
 func (q *QP) sendAck(k Kind, data *Packet) {
 	q.unacked = 0
-	c := q.ctrlPacket(k, AckSize+uint16(q.nic.cfg.INTHeader))
+	c := q.ctrlPacket(k, AckSize+uint16(q.nic.intHeader))
 	c.PSN = q.ePSN
 	c.sentAt = data.sentAt
 	// the ACK takes over the data packet's telemetry

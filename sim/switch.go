@@ -18,33 +18,42 @@ import (
 // (Deviation: they are few and small; real switches give them a separate
 // reserved pool).
 type Switch struct {
-	w     *World
-	lossy bool // cfg.Lossy, kept with the hot fields
-	net   *Network
-	id    int
-	name  string
-	cfg   SwitchConfig
-	ports []*Port
-	seed  uint64
+	// Fields by cache line (a Switch is 384 bytes, a size class whose
+	// slots the Go allocator keeps line-aligned; TestHotLayout):
+	// forwarding, then buffer accounting; the rest is cold.
 
+	// line 0: forwarding
+	w *World
 	// route maps a destination endpoint to its egress: n<<24 | x, where n
 	// is the number of equal-cost ports and x the port itself (n = 1) or
 	// the group's offset in gports (n > 1); 0 means unreachable.
-	route  []uint32
-	groups []group
-	gports []int32
+	route []uint32
+	ports []*Port
+	lossy bool // cfg.Lossy
+	spray bool // cfg.Spray
 
-	// MMU
+	// line 1: ECMP hashing and the shared buffer
+	seed       uint64
+	gports     []int32
 	sharedCap  int64
 	sharedUsed int64
 	hdrmUsed   int64
 	reserve    int64
-	xoff, xon  int64 // static thresholds (0 = dynamic)
-	resumeOff  int64
-	alphaNum   int64 // dynamic threshold = free·alphaNum >> 16
-	egressLim  int64
-	egressA    int64 // lossy dynamic threshold = free·egressA >> 16
-	built      bool
+
+	// line 2: thresholds
+	xoff, xon int64 // static thresholds (0 = dynamic)
+	resumeOff int64
+	alphaNum  int64 // dynamic threshold = free·alphaNum >> 16
+	egressLim int64
+	egressA   int64 // lossy dynamic threshold = free·egressA >> 16
+	built     bool
+
+	net    *Network
+	id     int
+	name   string
+	groups []group
+	cfg    SwitchConfig
+	_      [40]byte // to 384 bytes
 }
 
 type group struct{ off, n int32 }
@@ -118,7 +127,7 @@ func (s *Switch) egress(p *Packet) int {
 		return -1
 	}
 	var h uint64
-	if s.cfg.Spray && p.Kind == KindData {
+	if s.spray && p.Kind == KindData {
 		h = s.w.rng.Uint64()
 	} else {
 		h = mix64(p.Flow ^ s.seed)
