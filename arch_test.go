@@ -19,10 +19,10 @@ import (
 // are exempt (they may use the testing clock of benchmarks).
 func TestArchitectureRule(t *testing.T) {
 	allowedModule := map[string][]string{
-		"cc":        {"mptx/units", "mptx/vtime"},
-		"pacing":    {"mptx/units", "mptx/vtime", "golang.org/x/time/rate"},
-		"chunk":     {"mptx/units", "mptx/vtime"},
-		"multipath": {"mptx/units", "mptx/vtime", "mptx/cc", "mptx/pacing", "mptx/chunk"},
+		"cc":        {"github.com/mptx-dev/mptx/units", "github.com/mptx-dev/mptx/vtime"},
+		"pacing":    {"github.com/mptx-dev/mptx/units", "github.com/mptx-dev/mptx/vtime", "golang.org/x/time/rate"},
+		"chunk":     {"github.com/mptx-dev/mptx/units", "github.com/mptx-dev/mptx/vtime"},
+		"multipath": {"github.com/mptx-dev/mptx/units", "github.com/mptx-dev/mptx/vtime", "github.com/mptx-dev/mptx/cc", "github.com/mptx-dev/mptx/pacing", "github.com/mptx-dev/mptx/chunk"},
 	}
 	forbiddenStd := map[string]bool{
 		"C": true, "os": true, "net": true, "log": true, "log/slog": true, "syscall": true,

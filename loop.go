@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"time"
 
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // Stepper is a driver stepped by time: Sender, Receiver, or anything that

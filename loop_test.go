@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"mptx"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 type countStepper struct {

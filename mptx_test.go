@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"mptx"
-	"mptx/multipath"
-	"mptx/qp/mem"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx"
+	"github.com/mptx-dev/mptx/multipath"
+	"github.com/mptx-dev/mptx/qp/mem"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // rig runs a Sender and a Receiver over an in-memory network in virtual

@@ -3,11 +3,11 @@ package mptx
 import (
 	"fmt"
 
-	"mptx/chunk"
-	"mptx/multipath"
-	"mptx/qp"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/chunk"
+	"github.com/mptx-dev/mptx/multipath"
+	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // ReceiverConfig configures a Receiver.

@@ -17,10 +17,10 @@ import (
 	"fmt"
 	"time"
 
-	"mptx/chunk"
-	"mptx/multipath"
-	"mptx/qp"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/chunk"
+	"github.com/mptx-dev/mptx/multipath"
+	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // SenderConfig configures a Sender.

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // BenchmarkOnAck measures one OnAck through the Algorithm interface, with

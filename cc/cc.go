@@ -73,8 +73,8 @@ package cc
 import (
 	"time"
 
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // MaxHops is the largest number of in-band telemetry hops an Ack carries.

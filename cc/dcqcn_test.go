@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // dcqcnStep is one row of a literal-time DCQCN table: an event at an

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"time"
 
-	"mptx/cc"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/cc"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // A driver builds one algorithm per path through the registry, feeds it

@@ -1,8 +1,8 @@
 package cc
 
 import (
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 func init() { registerConfig("fixed", (*FixedConfig).specs, NewFixed) }

@@ -3,8 +3,8 @@ package cc
 import (
 	"testing"
 
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // hop100 is an INT stamp of a 100 Gb/s egress port.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"mptx/units"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // This file holds the tables that tie each config field to its registry

@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"mptx/units"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // Path defaults and limits.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"mptx/units"
+	"github.com/mptx-dev/mptx/units"
 )
 
 func TestNames(t *testing.T) {

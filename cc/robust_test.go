@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // robustCases are the algorithms the overflow tests drive: every

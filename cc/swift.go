@@ -5,8 +5,8 @@ import (
 	"math"
 	"time"
 
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 func init() { registerConfig("swift", (*SwiftConfig).specs, NewSwift) }

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // swiftPath: 100 Gb/s, 10 µs base RTT, 4 KiB MTU, two switch hops.

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 func init() { registerConfig("timely", (*TimelyConfig).specs, NewTimely) }

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"mptx/units"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // timelyStep is one RTT sample and the state expected after it. Rates are

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"hash/crc32"
 
-	"mptx/units"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // Chunk describes one chunk of a transfer.

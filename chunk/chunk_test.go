@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"testing"
 
-	"mptx/units"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // testRand returns a seeded generator; TEST_SEED overrides the seed, which

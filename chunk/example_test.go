@@ -3,8 +3,8 @@ package chunk_test
 import (
 	"fmt"
 
-	"mptx/chunk"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/chunk"
+	"github.com/mptx-dev/mptx/units"
 )
 
 func ExampleNewPlan() {

@@ -3,7 +3,7 @@ package chunk
 import (
 	"fmt"
 
-	"mptx/units"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // The immediate encoding: the 32-bit immediate of an RDMA WRITE WITH IMM

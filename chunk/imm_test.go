@@ -3,7 +3,7 @@ package chunk
 import (
 	"testing"
 
-	"mptx/units"
+	"github.com/mptx-dev/mptx/units"
 )
 
 func TestImmLayout(t *testing.T) {

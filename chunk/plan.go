@@ -3,7 +3,7 @@ package chunk
 import (
 	"fmt"
 
-	"mptx/units"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // Chunk sizes.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"mptx/units"
+	"github.com/mptx-dev/mptx/units"
 )
 
 const (

@@ -3,7 +3,7 @@ package chunk
 import (
 	"fmt"
 
-	"mptx/units"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // Tracker is the bounded FIFO of chunks in flight on one path (one RC

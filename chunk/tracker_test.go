@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"mptx/units"
+	"github.com/mptx-dev/mptx/units"
 )
 
 func ck(transfer uint64, index uint32, n units.Bytes) Chunk {

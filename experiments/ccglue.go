@@ -1,6 +1,6 @@
 package experiments
 
-import "mptx/cc"
+import "github.com/mptx-dev/mptx/cc"
 
 // PathSpec describes a path to the cc registry (line rate, base RTT, MTU,
 // hops).

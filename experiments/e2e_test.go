@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"mptx/experiments/interop"
+	"github.com/mptx-dev/mptx/experiments/interop"
 )
 
 // TestDefaultSuite runs the shipped default suite end to end in the

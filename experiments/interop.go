@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"time"
 
-	"mptx/experiments/interop"
+	"github.com/mptx-dev/mptx/experiments/interop"
 )
 
 // InteropOptions describe a scenario given as another simulator's files.

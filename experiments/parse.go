@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"mptx/experiments/interop"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/experiments/interop"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // ParseFile reads, defaults and validates the spec at path. Errors are

@@ -11,13 +11,13 @@ import (
 	"strings"
 	"time"
 
-	"mptx"
-	"mptx/cc"
-	"mptx/multipath"
-	"mptx/sim"
-	"mptx/sim/simqp"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx"
+	"github.com/mptx-dev/mptx/cc"
+	"github.com/mptx-dev/mptx/multipath"
+	"github.com/mptx-dev/mptx/sim"
+	"github.com/mptx-dev/mptx/sim/simqp"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // SimRun is the RunFunc that executes a run in the packet-level simulator

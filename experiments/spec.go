@@ -5,8 +5,8 @@ import (
 	"strings"
 	"time"
 
-	"mptx/experiments/interop"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/experiments/interop"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // NS3Topology is a parsed HPCC ns-3 topology.txt.

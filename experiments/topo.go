@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"mptx/units"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // Graph is a topology spelled out: named nodes (hosts and switches) and

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"mptx/units"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // mustParse parses an inline spec (relative files resolve in testdata/specs).

@@ -12,7 +12,7 @@ import (
 	"github.com/goccy/go-yaml/parser"
 	"github.com/goccy/go-yaml/token"
 
-	"mptx/units"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // SpecError is a problem with an experiment spec. It names the file, the

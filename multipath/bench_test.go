@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // tight is the cheapest faithful driver: each path is a FIFO server at its

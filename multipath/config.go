@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"mptx/cc"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/cc"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // MaxPaths is the largest number of paths one engine drives.

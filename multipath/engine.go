@@ -8,11 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"mptx/cc"
-	"mptx/chunk"
-	"mptx/pacing"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/cc"
+	"github.com/mptx-dev/mptx/chunk"
+	"github.com/mptx-dev/mptx/pacing"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // Errors returned by Submit.

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"mptx/chunk"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/chunk"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // fakeNet is a minimal driver for engine unit tests: every path is a FIFO

@@ -3,8 +3,8 @@ package multipath
 import (
 	"time"
 
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // TransferID names a transfer; chosen by the caller, unique among the

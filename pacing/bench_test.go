@@ -3,8 +3,8 @@ package pacing
 import (
 	"testing"
 
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // Sinks keep the compiler from deleting the benchmarked work.

@@ -7,8 +7,8 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // bucket is the token bucket shared by Pacer and Port: a rate.Limiter

@@ -3,10 +3,10 @@ package pacing_test
 import (
 	"fmt"
 
-	"mptx/chunk"
-	"mptx/pacing"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/chunk"
+	"github.com/mptx-dev/mptx/pacing"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // Example posts one 1 MiB chunk in 128 KiB segments on a 100 Gb/s path

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 const (

@@ -3,8 +3,8 @@ package pacing
 import (
 	"fmt"
 
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // PortConfig configures a Port. Zero fields take defaults.

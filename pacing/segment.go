@@ -3,7 +3,7 @@ package pacing
 import (
 	"fmt"
 
-	"mptx/units"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // Segments returns how many posts of at most seg bytes carry a chunk of

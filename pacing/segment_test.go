@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"mptx/units"
+	"github.com/mptx-dev/mptx/units"
 )
 
 func TestSegments(t *testing.T) {

@@ -24,8 +24,8 @@ import (
 	"fmt"
 	"time"
 
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // ErrNotSupported is returned (wrapped) by backends that cannot run on this

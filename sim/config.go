@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 
-	"mptx/cc"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/cc"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // LinkConfig describes a cable: a full-duplex point-to-point link of one

@@ -4,11 +4,11 @@ import (
 	"math"
 	"testing"
 
-	"mptx/cc"
-	"mptx/sim"
-	"mptx/sim/simqp"
-	"mptx/sim/topo"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/cc"
+	"github.com/mptx-dev/mptx/sim"
+	"github.com/mptx-dev/mptx/sim/simqp"
+	"github.com/mptx-dev/mptx/sim/topo"
+	"github.com/mptx-dev/mptx/units"
 )
 
 type markSample struct {

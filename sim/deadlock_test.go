@@ -3,9 +3,9 @@ package sim_test
 import (
 	"testing"
 
-	"mptx/sim"
-	"mptx/sim/simqp"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/sim"
+	"github.com/mptx-dev/mptx/sim/simqp"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // ring builds the classic cyclic-buffer-dependency fabric (Hu et al.,

@@ -4,11 +4,11 @@ import (
 	"math"
 	"testing"
 
-	"mptx/qp"
-	"mptx/sim"
-	"mptx/sim/simqp"
-	"mptx/sim/topo"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/sim"
+	"github.com/mptx-dev/mptx/sim/simqp"
+	"github.com/mptx-dev/mptx/sim/topo"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // TestECMPCollisions: H flows hashed over S equal-cost uplinks collide as

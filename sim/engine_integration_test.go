@@ -3,13 +3,13 @@ package sim_test
 import (
 	"testing"
 
-	"mptx"
-	"mptx/multipath"
-	"mptx/sim"
-	"mptx/sim/simqp"
-	"mptx/sim/topo"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx"
+	"github.com/mptx-dev/mptx/multipath"
+	"github.com/mptx-dev/mptx/sim"
+	"github.com/mptx-dev/mptx/sim/simqp"
+	"github.com/mptx-dev/mptx/sim/topo"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // engineConn is one mptx connection (the real driver and multipath engine)

@@ -5,8 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // TestSerialiserExact checks that the carried remainder keeps the sum of

@@ -4,10 +4,10 @@ import (
 	"math"
 	"testing"
 
-	"mptx/sim"
-	"mptx/sim/simqp"
-	"mptx/sim/topo"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/sim"
+	"github.com/mptx-dev/mptx/sim/simqp"
+	"github.com/mptx-dev/mptx/sim/topo"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // TestGoBackNLoss: go-back-N under 0.1 % random loss on a long path loses

@@ -4,11 +4,11 @@ import (
 	"math"
 	"testing"
 
-	"mptx/qp"
-	"mptx/sim"
-	"mptx/sim/simqp"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/sim"
+	"github.com/mptx-dev/mptx/sim/simqp"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // bulk is a test driver standing in for the multipath engine: it ships

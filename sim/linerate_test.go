@@ -3,10 +3,10 @@ package sim_test
 import (
 	"testing"
 
-	"mptx/sim"
-	"mptx/sim/simqp"
-	"mptx/sim/topo"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/sim"
+	"github.com/mptx-dev/mptx/sim/simqp"
+	"github.com/mptx-dev/mptx/sim/topo"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // TestLineRate: one flow on an idle path reaches line rate ×

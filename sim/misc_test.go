@@ -8,12 +8,12 @@ import (
 	"strconv"
 	"testing"
 
-	"mptx/cc"
-	"mptx/qp"
-	"mptx/sim"
-	"mptx/sim/simqp"
-	"mptx/sim/topo"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/cc"
+	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/sim"
+	"github.com/mptx-dev/mptx/sim/simqp"
+	"github.com/mptx-dev/mptx/sim/topo"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // testSeed returns the seed for randomised scenarios: TEST_SEED if set,

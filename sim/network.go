@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"mptx/units"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // Host is a server with one or more NICs (rails).

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"mptx/cc"
-	"mptx/qp"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/cc"
+	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // Errors returned by QP.PostSend.

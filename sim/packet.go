@@ -3,7 +3,7 @@ package sim
 import (
 	"strconv"
 
-	"mptx/qp"
+	"github.com/mptx-dev/mptx/qp"
 )
 
 // RoCEv2 frame layout, in bytes. Every frame the simulator moves is sized

@@ -3,9 +3,9 @@ package sim_test
 import (
 	"testing"
 
-	"mptx/sim"
-	"mptx/sim/simqp"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/sim"
+	"github.com/mptx-dev/mptx/sim/simqp"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // chain builds host A — sw1 — sw2 — host B with the given rates and the

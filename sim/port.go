@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math/bits"
 
-	"mptx/qp"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // Sink is anything that accepts packets: the far end of a link (a NIC; a

@@ -1,6 +1,6 @@
 package sim
 
-import "mptx/units"
+import "github.com/mptx-dev/mptx/units"
 
 // Sampler calls a function periodically in virtual time. It is a daemon:
 // it stops by itself once nothing but daemons is left in the event list, so

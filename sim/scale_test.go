@@ -8,11 +8,11 @@ import (
 	"time"
 	"unsafe"
 
-	"mptx/cc"
-	"mptx/sim"
-	"mptx/sim/simqp"
-	"mptx/sim/topo"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/cc"
+	"github.com/mptx-dev/mptx/sim"
+	"github.com/mptx-dev/mptx/sim/simqp"
+	"github.com/mptx-dev/mptx/sim/topo"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // derangement returns a uniformly random cyclic permutation of 0..n-1

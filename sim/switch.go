@@ -1,7 +1,7 @@
 package sim
 
 import (
-	"mptx/units"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // Switch is an output-queued switch with a shared buffer. Each port has a

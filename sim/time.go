@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"time"
 
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // Time is simulation time: picoseconds since the start of the world. A

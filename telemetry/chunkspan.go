@@ -14,8 +14,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"mptx/multipath"
-	"mptx/telemetry/schema"
+	"github.com/mptx-dev/mptx/multipath"
+	"github.com/mptx-dev/mptx/telemetry/schema"
 )
 
 // NewSpanProcessor wraps span processors (typically batch processors over

@@ -16,10 +16,10 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"mptx/multipath"
-	"mptx/telemetry/internal/synth"
-	"mptx/telemetry/schema"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/multipath"
+	"github.com/mptx-dev/mptx/telemetry/internal/synth"
+	"github.com/mptx-dev/mptx/telemetry/schema"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // edgeEvents feeds r the cases a synthetic run does not reach: a superseded

@@ -13,13 +13,13 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"mptx"
-	"mptx/multipath"
-	"mptx/qp/mem"
-	"mptx/telemetry"
-	"mptx/telemetry/analyze"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx"
+	"github.com/mptx-dev/mptx/multipath"
+	"github.com/mptx-dev/mptx/qp/mem"
+	"github.com/mptx-dev/mptx/telemetry"
+	"github.com/mptx-dev/mptx/telemetry/analyze"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // engineRun is one transfer through the real engine (mptx.Sender over the

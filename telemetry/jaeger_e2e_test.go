@@ -17,11 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"mptx/qp/mem"
-	"mptx/telemetry"
-	"mptx/telemetry/analyze"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/qp/mem"
+	"github.com/mptx-dev/mptx/telemetry"
+	"github.com/mptx-dev/mptx/telemetry/analyze"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // jaegerBinary returns the Jaeger all-in-one binary: $MPTX_JAEGER if set,

@@ -7,7 +7,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"mptx/telemetry/schema"
+	"github.com/mptx-dev/mptx/telemetry/schema"
 )
 
 // instruments are the Recorder's metric instruments. Gauges and counters are

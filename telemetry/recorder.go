@@ -18,10 +18,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
-	"mptx/multipath"
-	"mptx/telemetry/schema"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/multipath"
+	"github.com/mptx-dev/mptx/telemetry/schema"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // PathAttr holds the static facts about one path that the engine does not

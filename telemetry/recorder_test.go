@@ -13,11 +13,11 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"mptx/multipath"
-	"mptx/telemetry/internal/synth"
-	"mptx/telemetry/schema"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/multipath"
+	"github.com/mptx-dev/mptx/telemetry/internal/synth"
+	"github.com/mptx-dev/mptx/telemetry/schema"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 var epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)

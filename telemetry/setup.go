@@ -27,7 +27,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
-	"mptx/telemetry/schema"
+	"github.com/mptx-dev/mptx/telemetry/schema"
 )
 
 // DefaultFile is where the file exporter writes when neither

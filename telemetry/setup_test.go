@@ -12,8 +12,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"mptx/telemetry/internal/synth"
-	"mptx/telemetry/schema"
+	"github.com/mptx-dev/mptx/telemetry/internal/synth"
+	"github.com/mptx-dev/mptx/telemetry/schema"
 )
 
 // clearOTelEnv unsets the variables Setup reads, for the test's duration.

@@ -9,14 +9,14 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"mptx"
-	"mptx/multipath"
-	"mptx/sim"
-	"mptx/sim/simqp"
-	"mptx/telemetry"
-	"mptx/telemetry/analyze"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx"
+	"github.com/mptx-dev/mptx/multipath"
+	"github.com/mptx-dev/mptx/sim"
+	"github.com/mptx-dev/mptx/sim/simqp"
+	"github.com/mptx-dev/mptx/telemetry"
+	"github.com/mptx-dev/mptx/telemetry/analyze"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // pfcGlue is the simulator side of telemetry.PFCRecorder: a sim.Tracer

@@ -9,11 +9,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"mptx"
-	"mptx/multipath"
-	"mptx/qp/mem"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx"
+	"github.com/mptx-dev/mptx/multipath"
+	"github.com/mptx-dev/mptx/qp/mem"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 func init() {

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"mptx/qp"
-	"mptx/qp/verbs"
+	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/qp/verbs"
 )
 
 func init() {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"mptx/experiments"
+	"github.com/mptx-dev/mptx/experiments"
 )
 
 // specError turns a spec problem into bad input (exit status 2).

@@ -12,13 +12,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"mptx"
-	"mptx/chunk"
-	"mptx/multipath"
-	"mptx/qp"
-	"mptx/qp/verbs"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx"
+	"github.com/mptx-dev/mptx/chunk"
+	"github.com/mptx-dev/mptx/multipath"
+	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/qp/verbs"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // RecvSummary is what `mptx recv` reports.

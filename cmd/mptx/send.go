@@ -16,11 +16,11 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
-	"mptx"
-	"mptx/multipath"
-	"mptx/qp/verbs"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx"
+	"github.com/mptx-dev/mptx/multipath"
+	"github.com/mptx-dev/mptx/qp/verbs"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // castagnoli is the CRC-32C table (the tensor checksum both ends compute).

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"mptx/units"
+	"github.com/mptx-dev/mptx/units"
 )
 
 func TestFillPatternDeterministic(t *testing.T) {

@@ -12,9 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"mptx/experiments"
-	"mptx/experiments/interop"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/experiments"
+	"github.com/mptx-dev/mptx/experiments/interop"
+	"github.com/mptx-dev/mptx/units"
 )
 
 func simCmd() *cobra.Command {

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"gonum.org/v1/plot/vg"
 
-	"mptx/telemetry/analyze"
+	"github.com/mptx-dev/mptx/telemetry/analyze"
 )
 
 func init() { addCommand(traceCmd()) }

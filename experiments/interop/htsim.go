@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"mptx/units"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // HtsimMatrix is an htsim connection matrix (csg-htsim

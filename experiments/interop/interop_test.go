@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"mptx/units"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // A two-host, one-switch topology in HPCC's format.

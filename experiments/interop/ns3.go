@@ -20,7 +20,7 @@ import (
 	"strings"
 	"time"
 
-	"mptx/units"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // ParseError is a malformed line in an input file.

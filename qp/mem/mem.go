@@ -29,9 +29,9 @@ import (
 	"fmt"
 	"time"
 
-	"mptx/qp"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // PathConfig configures one in-memory path.

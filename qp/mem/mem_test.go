@@ -4,11 +4,11 @@ import (
 	"testing"
 	"time"
 
-	"mptx/qp"
-	"mptx/qp/mem"
-	"mptx/qp/qptest"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/qp/mem"
+	"github.com/mptx-dev/mptx/qp/qptest"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 func factory(t testing.TB, paths int, region units.Bytes) *qptest.Env {

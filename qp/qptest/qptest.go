@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"mptx/qp"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // Env is one backend instance under test: a sender connection with the

@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"mptx/qp"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // Defaults for zero Config fields.

@@ -6,9 +6,9 @@ import (
 	"log"
 	"time"
 
-	"mptx/qp"
-	"mptx/qp/tcp"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/qp/tcp"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // Example connects a two-path sender to a receiver on loopback, writes

@@ -3,8 +3,8 @@ package tcp
 import (
 	"encoding/binary"
 
-	"mptx/qp"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // Frame layout; see the package doc.

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"mptx/qp"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // Listener defaults.

@@ -11,8 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"mptx/qp"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/units"
 )
 
 const (

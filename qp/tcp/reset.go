@@ -6,7 +6,7 @@ import (
 	"net"
 	"time"
 
-	"mptx/qp"
+	"github.com/mptx-dev/mptx/qp"
 )
 
 // Reset implements qp.Resetter: it brings path back from the error state,

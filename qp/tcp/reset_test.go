@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"mptx/qp"
-	"mptx/qp/tcp"
-	"mptx/qp/tcp/internal/leak"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/qp/tcp"
+	"github.com/mptx-dev/mptx/qp/tcp/internal/leak"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // post posts wrs on path; every one must be accepted.

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"mptx/qp"
+	"github.com/mptx-dev/mptx/qp"
 )
 
 // bindToDevice is not available off Linux: a non-empty iface fails the dial.

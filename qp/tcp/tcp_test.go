@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"mptx/qp"
-	"mptx/qp/qptest"
-	"mptx/qp/tcp"
-	"mptx/qp/tcp/internal/leak"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/qp/qptest"
+	"github.com/mptx-dev/mptx/qp/tcp"
+	"github.com/mptx-dev/mptx/qp/tcp/internal/leak"
+	"github.com/mptx-dev/mptx/units"
 )
 
 var secret = []byte("0123456789abcdef0123456789abcdef")

@@ -3,8 +3,8 @@ package verbs
 import (
 	"time"
 
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // tsKind says what a completion's timestamp field holds.

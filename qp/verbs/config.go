@@ -5,9 +5,9 @@ import (
 	"net"
 	"time"
 
-	"mptx/qp/verbs/bootstrap"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/qp/verbs/bootstrap"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // HugePolicy says whether the memory pool uses hugetlb pages.

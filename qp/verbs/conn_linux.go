@@ -18,10 +18,10 @@ import (
 	"time"
 	"unsafe"
 
-	"mptx/qp"
-	"mptx/qp/verbs/bootstrap"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/qp/verbs/bootstrap"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 const (

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"mptx/qp"
+	"github.com/mptx-dev/mptx/qp"
 )
 
 // Port counters come from /sys/class/infiniband/DEV/ports/N/hw_counters/

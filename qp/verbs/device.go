@@ -9,7 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"mptx/units"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // GIDType is the type of a GID table entry (ibv_query_gid_ex(3),

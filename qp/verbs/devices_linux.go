@@ -21,7 +21,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"mptx/units"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // Devices lists the RDMA devices of this host: every device

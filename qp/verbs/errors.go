@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"syscall"
 
-	"mptx/qp"
+	"github.com/mptx-dev/mptx/qp"
 )
 
 // Sentinel errors. Match them with errors.Is; they are wrapped with detail.

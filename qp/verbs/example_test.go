@@ -5,10 +5,10 @@ import (
 	"log"
 	"time"
 
-	"mptx/qp"
-	"mptx/qp/verbs"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/qp/verbs"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // Example shows a sender: open the NICs, take a buffer from the registered

@@ -16,9 +16,9 @@ import (
 	"time"
 	"unsafe"
 
-	"mptx/qp/verbs/bootstrap"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/qp/verbs/bootstrap"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // group is one connection's resources on one NIC, a node under the NIC's

@@ -20,7 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"mptx/units"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // Host is this machine's RDMA side: the opened NICs (device context and

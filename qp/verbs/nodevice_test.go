@@ -7,7 +7,7 @@ import (
 	"os"
 	"testing"
 
-	"mptx/qp"
+	"github.com/mptx-dev/mptx/qp"
 )
 
 // TestNoDeviceHere: on a host without RDMA devices (this dev/CI machine's

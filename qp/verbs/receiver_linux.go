@@ -19,10 +19,10 @@ import (
 	"syscall"
 	"unsafe"
 
-	"mptx/qp"
-	"mptx/qp/verbs/bootstrap"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/qp/verbs/bootstrap"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // Listener accepts senders on a TCP address. It is safe for concurrent

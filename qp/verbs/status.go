@@ -3,7 +3,7 @@ package verbs
 import (
 	"strconv"
 
-	"mptx/qp"
+	"github.com/mptx-dev/mptx/qp"
 )
 
 // wcStatusNames are enum ibv_wc_status's values as ibv_wc_status_str(3)

@@ -6,9 +6,9 @@ import (
 	"context"
 	"net"
 
-	"mptx/qp"
-	"mptx/qp/verbs/bootstrap"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/qp/verbs/bootstrap"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // This file is the build without libibverbs (not Linux, or CGO_ENABLED=0),

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"testing"
 
-	"mptx/qp"
+	"github.com/mptx-dev/mptx/qp"
 )
 
 func TestStubNotSupported(t *testing.T) {

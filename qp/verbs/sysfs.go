@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"mptx/units"
+	"github.com/mptx-dev/mptx/units"
 )
 
 func readFile(path string) string {

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"mptx/qp"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // Tests of the portable parts: they run everywhere, with or without

@@ -18,10 +18,10 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"mptx/qp"
-	"mptx/qp/qptest"
-	"mptx/qp/verbs/bootstrap"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/qp/qptest"
+	"github.com/mptx-dev/mptx/qp/verbs/bootstrap"
+	"github.com/mptx-dev/mptx/units"
 )
 
 func TestMain(m *testing.M) {

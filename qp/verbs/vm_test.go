@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"mptx/qp"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // The tests in this file need real RDMA devices. `make rxe-test` boots a

@@ -29,10 +29,10 @@ import (
 	"errors"
 	"fmt"
 
-	"mptx/qp"
-	"mptx/sim"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/sim"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // Options configures Connect.

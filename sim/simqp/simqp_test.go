@@ -3,11 +3,11 @@ package simqp_test
 import (
 	"testing"
 
-	"mptx/qp/qptest"
-	"mptx/sim"
-	"mptx/sim/simqp"
-	"mptx/sim/topo"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/qp/qptest"
+	"github.com/mptx-dev/mptx/sim"
+	"github.com/mptx-dev/mptx/sim/simqp"
+	"github.com/mptx-dev/mptx/sim/topo"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // TestConformance runs the qp backend conformance suite against the

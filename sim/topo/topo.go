@@ -11,8 +11,8 @@ package topo
 import (
 	"fmt"
 
-	"mptx/sim"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/sim"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // Topology is a built fabric.

@@ -12,8 +12,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"mptx/telemetry/schema"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/telemetry/schema"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // Options tune Analyze. The zero value uses the defaults.

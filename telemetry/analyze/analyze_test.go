@@ -19,10 +19,10 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"mptx/telemetry"
-	"mptx/telemetry/internal/synth"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/telemetry"
+	"github.com/mptx-dev/mptx/telemetry/internal/synth"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // update regenerates testdata: the OTLP JSON input from the synthetic

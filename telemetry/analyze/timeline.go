@@ -12,7 +12,7 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
-	"mptx/telemetry/schema"
+	"github.com/mptx-dev/mptx/telemetry/schema"
 )
 
 // TimelineFormats lists the image formats Timeline writes.

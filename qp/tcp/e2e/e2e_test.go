@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"mptx"
-	"mptx/multipath"
-	"mptx/qp/tcp"
-	"mptx/qp/tcp/internal/leak"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx"
+	"github.com/mptx-dev/mptx/multipath"
+	"github.com/mptx-dev/mptx/qp/tcp"
+	"github.com/mptx-dev/mptx/qp/tcp/internal/leak"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 var secret = []byte("e2e secret: 32 bytes of nonsense")

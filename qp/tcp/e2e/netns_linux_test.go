@@ -15,10 +15,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"mptx/multipath"
-	"mptx/qp/tcp"
-	"mptx/qp/tcp/internal/leak"
-	"mptx/units"
+	"github.com/mptx-dev/mptx/multipath"
+	"github.com/mptx-dev/mptx/qp/tcp"
+	"github.com/mptx-dev/mptx/qp/tcp/internal/leak"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // netns is a network namespace with veth pairs to the test's namespace,

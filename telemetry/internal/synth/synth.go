@@ -14,9 +14,9 @@ import (
 	"container/heap"
 	"time"
 
-	"mptx/multipath"
-	"mptx/units"
-	"mptx/vtime"
+	"github.com/mptx-dev/mptx/multipath"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
 )
 
 // Path describes one path.
