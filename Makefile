@@ -8,6 +8,7 @@
 #   make lint      gofmt + go vet
 #   make cover     coverage profile and summary
 #   make rxe-test  real-verbs tests inside a Soft-RoCE qemu VM (root)
+#   make fuzz      every fuzz target for a share of FUZZ_BUDGET (default 120s)
 
 export PATH := /usr/local/go/bin:$(PATH)
 GO      ?= go
@@ -15,7 +16,7 @@ PKGS    ?= ./...
 BENCH   ?= .
 COUNT   ?= 6
 
-.PHONY: all run deps build test bench lint cover rxe-test clean
+.PHONY: all run deps build test bench lint cover rxe-test fuzz clean
 
 all: build
 
@@ -47,6 +48,9 @@ cover:
 
 rxe-test:
 	@bash scripts/rxe-test.sh
+
+fuzz: deps
+	@bash scripts/fuzz.sh
 
 clean:
 	rm -rf bin cover.out
