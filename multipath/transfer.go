@@ -1,0 +1,164 @@
+// Transfers: Submit, chunk and transfer completion, and the done/failed
+// notes the driver reads through Actions.
+
+package multipath
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/mptx-dev/mptx/chunk"
+	"github.com/mptx-dev/mptx/vtime"
+)
+
+// Submit starts a transfer. It returns the transfer's slot, which the
+// receiver needs to decode immediates (chunk.DecodeImm), and the chunk
+// plan.
+func (e *Engine) Submit(now vtime.Time, spec TransferSpec) (int, chunk.Plan, error) {
+	if spec.Size <= 0 {
+		return 0, chunk.Plan{}, fmt.Errorf("multipath: transfer %d: Size = %d B (valid: > 0)", spec.ID, spec.Size)
+	}
+	if spec.Local < 0 || spec.Remote < 0 {
+		return 0, chunk.Plan{}, fmt.Errorf("multipath: transfer %d: Local %d / Remote %d offsets must be >= 0", spec.ID, spec.Local, spec.Remote)
+	}
+	for _, s := range e.active {
+		if e.transfers[s].id == spec.ID {
+			return 0, chunk.Plan{}, fmt.Errorf("%w: %d", ErrDuplicateID, spec.ID)
+		}
+	}
+	usable := 0
+	for i := range e.paths {
+		if e.paths[i].state.usable() {
+			usable++
+		}
+	}
+	if usable == 0 {
+		return 0, chunk.Plan{}, fmt.Errorf("%w for transfer %d: %s", ErrNoPath, spec.ID, e.pathReport())
+	}
+	cs := spec.ChunkSize
+	if cs == 0 {
+		cs = e.cfg.ChunkSize
+	}
+	plan, err := chunk.NewPlan(spec.Size, cs, usable)
+	if err != nil {
+		return 0, chunk.Plan{}, fmt.Errorf("multipath: transfer %d: %w", spec.ID, err)
+	}
+	if len(e.freeSlots) == 0 {
+		return 0, chunk.Plan{}, fmt.Errorf("%w (%d live)", ErrTooManyTransfers, len(e.active))
+	}
+	slot := e.freeSlots[len(e.freeSlots)-1]
+	e.freeSlots = e.freeSlots[:len(e.freeSlots)-1]
+	t := &e.transfers[slot]
+	chunks := t.chunks[:0]
+	if cap(chunks) < plan.Count {
+		chunks = make([]chunkState, plan.Count)
+	} else {
+		chunks = chunks[:plan.Count]
+		clear(chunks)
+	}
+	*t = transfer{
+		live: true, gen: t.gen + 1, id: spec.ID, plan: plan, local: spec.Local, remote: spec.Remote,
+		chunks: chunks, reqHead: -1, reqTail: -1, startAt: now,
+	}
+	e.active = append(e.active, slot)
+	e.repick = true
+	e.pending += plan.Size
+	e.pendingN += plan.Count
+	if e.rec != nil {
+		e.event(EvTransferStart, now)
+		e.ev.Transfer, e.ev.Bytes, e.ev.Chunk, e.ev.Size = spec.ID, plan.Size, uint32(plan.Count), plan.ChunkSize
+		e.rec.Record(&e.ev)
+	}
+	return int(slot), plan, nil
+}
+
+func (e *Engine) chunkDone(now vtime.Time, slot uint16, idx uint32, pi int, rtt time.Duration) {
+	t := &e.transfers[slot]
+	ch := &t.chunks[idx]
+	ch.status = chunkDone
+	t.done++
+	p := &e.paths[pi]
+	p.chunks++
+	p.backoff = 0
+	marked := p.marks - ch.marks0
+	x := 0.0
+	if marked > 0 {
+		x = 1
+	}
+	p.marked += (x - p.marked) * markedGain
+	if e.rec != nil {
+		clen := chunkLen(&t.plan, int(idx))
+		e.event(EvChunkDone, now)
+		e.ev.Transfer, e.ev.Chunk, e.ev.Path, e.ev.Attempt, e.ev.Bytes = t.id, idx, pi, ch.attempt, clen
+		e.ev.RTT, e.ev.Latency, e.ev.ECN = rtt, now.Sub(ch.startAt), marked
+		e.rec.Record(&e.ev)
+		e.event(EvPathSample, now)
+		e.ev.Path, e.ev.Window, e.ev.Rate, e.ev.InFlight, e.ev.SRTT, e.ev.Bytes = pi, e.window(p), p.alg.Rate(), p.inflight, p.srtt, p.bytes
+		e.rec.Record(&e.ev)
+	}
+	if t.done == t.plan.Count {
+		e.finishTransfer(now, slot, nil)
+	}
+}
+
+// finishTransfer retires slot with err (nil: done).
+func (e *Engine) finishTransfer(now vtime.Time, slot uint16, err error) {
+	t := &e.transfers[slot]
+	if !t.live {
+		return
+	}
+	kind, ev := ActDone, EvTransferDone
+	if err != nil {
+		kind, ev = ActFailed, EvTransferFailed
+		// Withdraw the transfer's unassigned and active chunks.
+		for i := range t.chunks {
+			ch := &t.chunks[i]
+			if ch.status == chunkPending {
+				if i >= t.nextFresh || ch.queued {
+					e.pending -= chunkLen(&t.plan, i)
+					e.pendingN--
+				}
+			}
+		}
+		for i := range e.paths {
+			p := &e.paths[i]
+			if p.hasActive && p.activeSlot == slot {
+				p.hasActive = false
+			}
+		}
+	}
+	if e.rec != nil {
+		e.event(ev, now)
+		e.ev.Transfer, e.ev.Bytes = t.id, t.plan.Size
+		if err != nil {
+			e.ev.Reason = "no usable path"
+		}
+		e.rec.Record(&e.ev)
+	}
+	e.pushNote(note{kind: kind, id: t.id, err: err})
+	t.live = false
+	for j, s := range e.active {
+		if s == slot {
+			copy(e.active[j:], e.active[j+1:])
+			e.active = e.active[:len(e.active)-1]
+			if e.rr > j {
+				e.rr--
+			}
+			break
+		}
+	}
+	if len(e.active) > 0 {
+		e.rr %= len(e.active)
+	} else {
+		e.rr = 0
+	}
+	e.freeSlots = append(e.freeSlots, slot)
+}
+
+func (e *Engine) pushNote(nt note) {
+	if e.noteLen == len(e.notes) {
+		panic("multipath: BUG: note ring overflow")
+	}
+	e.notes[(e.noteHead+e.noteLen)%len(e.notes)] = nt
+	e.noteLen++
+}
