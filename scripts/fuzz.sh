@@ -44,6 +44,11 @@ for t in "${targets[@]}"; do
   printf 'fuzz: %-50s %s ... ' "$imp" "$fn"
   if out=$(go test -run '^$' -fuzz "^${fn}\$" -fuzztime "$per" "$imp" 2>&1); then
     echo ok
+  elif ! grep -q 'Failing input written to' <<<"$out" && grep -q '^    context deadline exceeded$' <<<"$out"; then
+    # Go's fuzz coordinator can report its own -fuzztime deadline as a
+    # failure when a worker is mid-call at the boundary (go.dev/issue/75804,
+    # fixed in Go 1.27). No input failed: nothing was written.
+    echo "ok (no failing input; go.dev/issue/75804 deadline race ignored)"
   else
     echo FAIL; echo "$out" | tail -30; fail=1
   fi
