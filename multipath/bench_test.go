@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mptx-dev/mptx/chunk"
 	"github.com/mptx-dev/mptx/multipath"
 	"github.com/mptx-dev/mptx/multipath/enginetest"
 	"github.com/mptx-dev/mptx/units"
@@ -19,7 +20,7 @@ func newTight(tb testing.TB, paths int, rate units.BitRate, cfg multipath.Config
 		rates[i] = rate
 	}
 	d := enginetest.New(tb, cfg, rates, 5*time.Microsecond)
-	d.Submit(1, 1<<44, 4*units.MiB)
+	d.Submit(1, chunk.MaxTensor(4*units.MiB), 4*units.MiB)
 	d.Act()
 	return d
 }

@@ -20,6 +20,8 @@ var (
 	ErrTooManyTransfers = errors.New("multipath: too many concurrent transfers")
 	ErrDuplicateID      = errors.New("multipath: transfer id already in use")
 	ErrNoPath           = errors.New("multipath: no usable path")
+	ErrCanceled         = errors.New("multipath: transfer canceled")
+	ErrUnknownTransfer  = errors.New("multipath: no live transfer with this id")
 )
 
 // Defaults (see Config).
@@ -127,8 +129,9 @@ type Engine struct {
 	// repick is set by every input that can free a path or change the
 	// estimates pick compares; while it is clear, a pick that waited
 	// would wait again and is skipped.
-	repick bool
-	stale  uint64
+	repick   bool
+	stale    uint64
+	draining int // transfers ended but waiting for outstanding work requests
 }
 
 // New validates cfg and builds an engine.
@@ -291,8 +294,10 @@ func (e *Engine) NumPaths() int { return len(e.paths) }
 // events directly).
 func (e *Engine) CC(i int) cc.Algorithm { return e.paths[i].alg }
 
-// Live returns the number of transfers in progress.
-func (e *Engine) Live() int { return len(e.active) }
+// Live returns the number of transfers not yet reported: in progress, or
+// ended and draining (waiting for their posted work requests to complete
+// or be fenced).
+func (e *Engine) Live() int { return len(e.active) + e.draining }
 
 // Transfer returns a snapshot of live transfer id, false if none.
 func (e *Engine) Transfer(id TransferID) (TransferStats, bool) {

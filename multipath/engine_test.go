@@ -321,36 +321,134 @@ func TestDeadPathIsStillProbedAndComesBack(t *testing.T) {
 	}
 }
 
-func TestFailedProbeAfterStallAsksForReset(t *testing.T) {
-	acts := make([]multipath.Action, 64)
-	var comp multipath.Completion
-	rates := []units.BitRate{10 * units.Gbps, 10 * units.Gbps}
-	f := enginetest.New(t, multipath.Config{CC: "fixed", MinTimeout: time.Millisecond, QuarantineMin: time.Millisecond}, rates, 10*time.Microsecond)
-	f.Submit(1, 8*units.MiB, units.MiB)
-	f.E.Actions(f.Now, acts)
-	// Nothing completes: path 0 stalls (no QP error yet).
-	t1 := f.Now.Add(20 * time.Millisecond)
-	f.E.OnTimer(t1)
-	if st := f.E.Stats(0); st.State != multipath.PathQuarantined || st.Reason != "stalled" {
-		t.Fatalf("path 0 = %v (%s), want quarantined (stalled)", st.State, st.Reason)
+// TestStallFencesBeforeProbing: a stalled path's queue pair is not in the
+// error state, so nothing flushes its outstanding work; the engine asks the
+// driver to reset it (ActReset) before anything else happens on the path.
+// After a good reset the probe needs no reset; after a failed one it does,
+// and so does the probe after a failed probe.
+func TestStallFencesBeforeProbing(t *testing.T) {
+	for _, resetOK := range []bool{true, false} {
+		acts := make([]multipath.Action, 64)
+		var comp multipath.Completion
+		rates := []units.BitRate{10 * units.Gbps, 10 * units.Gbps}
+		f := enginetest.New(t, multipath.Config{CC: "fixed", MinTimeout: time.Millisecond, QuarantineMin: time.Millisecond}, rates, 10*time.Microsecond)
+		f.Submit(1, 8*units.MiB, units.MiB)
+		f.E.Actions(f.Now, acts)
+		// Nothing completes: path 0 stalls (no QP error yet).
+		t1 := f.Now.Add(20 * time.Millisecond)
+		f.E.OnTimer(t1)
+		if st := f.E.Stats(0); st.State != multipath.PathQuarantined || st.Reason != "stalled" {
+			t.Fatalf("path 0 = %v (%s), want quarantined (stalled)", st.State, st.Reason)
+		}
+		find := func(at vtime.Time, kind multipath.ActionKind) *multipath.Action {
+			n := f.E.Actions(at, acts)
+			for i := range acts[:n] {
+				if acts[i].Kind == kind && acts[i].Path == 0 {
+					return &acts[i]
+				}
+			}
+			return nil
+		}
+		if r := find(t1, multipath.ActReset); r == nil {
+			t.Fatalf("no ActReset for path 0 after a stall with work outstanding")
+		}
+		if p := find(t1.Add(5*time.Millisecond), multipath.ActProbe); p != nil {
+			t.Fatalf("probe %+v while the fence is unanswered; want none", p)
+		}
+		f.E.OnReset(t1.Add(5*time.Millisecond), 0, resetOK)
+		p1 := find(t1.Add(5*time.Millisecond), multipath.ActProbe)
+		if p1 == nil || p1.Reset == resetOK {
+			t.Fatalf("reset ok %v: first probe after the fence = %+v, want Reset %v", resetOK, p1, !resetOK)
+		}
+		comp = multipath.Completion{WorkID: p1.WorkID, Reason: "retry-exceeded"}
+		f.E.OnCompletion(t1.Add(6*time.Millisecond), &comp)
+		p2 := find(t1.Add(50*time.Millisecond), multipath.ActProbe)
+		if p2 == nil || !p2.Reset {
+			t.Fatalf("probe after a failed probe = %+v, want one with Reset", p2)
+		}
 	}
-	probe := func(at vtime.Time) *multipath.Action {
-		n := f.E.Actions(at, acts)
-		for i := range acts[:n] {
-			if acts[i].Kind == multipath.ActProbe && acts[i].Path == 0 {
-				return &acts[i]
+}
+
+// TestNoDoneWhileAbandonedWorkOutstanding is the engine's half of the
+// integrity rule: path 0 is 30 ms slow, so its first chunks are declared
+// stalled (MinTimeout 1 ms) and finish on path 1; the transfer may be
+// reported done only once path 0's abandoned work requests can no longer
+// land: when they complete (a driver without resets), or when the queue
+// pair was reset (their late completions are then stale).
+func TestNoDoneWhileAbandonedWorkOutstanding(t *testing.T) {
+	for _, noReset := range []bool{true, false} {
+		rates := []units.BitRate{10 * units.Gbps, 10 * units.Gbps}
+		f := enginetest.New(t, multipath.Config{CC: "fixed", MinTimeout: time.Millisecond}, rates, 10*time.Microsecond)
+		f.Delay[0] = 30 * time.Millisecond
+		f.NoReset = noReset
+		var lastPath0 vtime.Time // latest completion time of work posted on path 0
+		var resetAt vtime.Time
+		f.Hook = func() {
+			if f.Outstanding(0) > 0 {
+				lastPath0 = f.Now
+			}
+			if f.Resets > 0 && resetAt == 0 {
+				resetAt = f.Now
 			}
 		}
-		return nil
+		f.Submit(1, 8*units.MiB, units.MiB)
+		f.Run(1)
+		o := f.Done[1]
+		if o.Err != nil {
+			t.Fatalf("noReset %v: %v", noReset, o.Err)
+		}
+		st := f.E.Stats(0)
+		if st.Requeues == 0 {
+			t.Fatalf("noReset %v: path 0 requeued nothing (%+v); the scenario needs a stall", noReset, st)
+		}
+		if noReset {
+			if o.At < lastPath0 || o.At < vtime.Epoch.Add(30*time.Millisecond) {
+				t.Errorf("done at %v while path 0 had work outstanding until %v", o.At.Sub(vtime.Epoch), lastPath0.Sub(vtime.Epoch))
+			}
+			continue
+		}
+		if o.At > vtime.Epoch.Add(20*time.Millisecond) {
+			t.Errorf("with resets: done at %v, want before path 0's 30 ms completions (the fence wrote them off)", o.At.Sub(vtime.Epoch))
+		}
+		if resetAt == 0 || resetAt > o.At {
+			t.Errorf("with resets: reset at %v, done at %v; want the reset first", resetAt.Sub(vtime.Epoch), o.At.Sub(vtime.Epoch))
+		}
+		t.Logf("fenced: done at %v, stale completions so far %d", o.At.Sub(vtime.Epoch), f.E.Stale())
 	}
-	p1 := probe(t1.Add(5 * time.Millisecond))
-	if p1 == nil || p1.Reset {
-		t.Fatalf("first probe after a stall = %+v, want one without Reset (the QP is not in error)", p1)
+}
+
+// TestCancel: a canceled transfer posts nothing more, the other transfer
+// finishes, and the canceled one is reported failed with ErrCanceled only
+// after its posted work completed.
+func TestCancel(t *testing.T) {
+	rates := []units.BitRate{10 * units.Gbps, 10 * units.Gbps}
+	f := enginetest.New(t, multipath.Config{CC: "fixed"}, rates, 10*time.Microsecond)
+	var tr bytes.Buffer
+	f.Trace = &tr
+	f.Submit(1, 16*units.MiB, units.MiB)
+	f.Submit(2, 16*units.MiB, units.MiB)
+	f.RunUntil(vtime.Epoch.Add(time.Millisecond))
+	cancelAt := f.Now
+	if err := f.E.Cancel(f.Now, 1, errors.New("caller gave up")); err != nil {
+		t.Fatal(err)
 	}
-	comp = multipath.Completion{WorkID: p1.WorkID, Reason: "retry-exceeded"}
-	f.E.OnCompletion(t1.Add(6*time.Millisecond), &comp)
-	p2 := probe(t1.Add(50 * time.Millisecond))
-	if p2 == nil || !p2.Reset {
-		t.Fatalf("probe after a failed probe = %+v, want one with Reset", p2)
+	if err := f.E.Cancel(f.Now, 1, nil); !errors.Is(err, multipath.ErrUnknownTransfer) {
+		t.Errorf("second Cancel = %v, want ErrUnknownTransfer", err)
+	}
+	posted := tr.Len()
+	f.Run(1, 2)
+	if err := f.Done[1].Err; !errors.Is(err, multipath.ErrCanceled) || !strings.Contains(err.Error(), "caller gave up") {
+		t.Errorf("transfer 1 ended with %v, want ErrCanceled wrapping the cause", err)
+	}
+	if f.Done[2].Err != nil {
+		t.Errorf("transfer 2: %v", f.Done[2].Err)
+	}
+	if f.Done[1].At == cancelAt {
+		t.Errorf("transfer 1 reported at the cancel itself, with its work still in flight")
+	}
+	for _, line := range strings.Split(tr.String()[posted:], "\n") {
+		if strings.Contains(line, " post ") && strings.Contains(line, " t1 ") {
+			t.Errorf("posted after the cancel: %s", line)
+		}
 	}
 }

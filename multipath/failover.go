@@ -11,6 +11,22 @@ import (
 	"github.com/mptx-dev/mptx/vtime"
 )
 
+// fences emits ActReset for paths lost with work outstanding that nothing
+// else will flush (see lose).
+func (e *Engine) fences(dst []Action, n int) int {
+	for i := range e.paths {
+		if n >= len(dst) {
+			break
+		}
+		if p := &e.paths[i]; p.fence {
+			p.fence, p.fencing = false, true
+			dst[n] = Action{Kind: ActReset, Path: i}
+			n++
+		}
+	}
+	return n
+}
+
 // probes emits probes for quarantined paths whose backoff has passed and,
 // with ProbeInterval, for idle paths.
 func (e *Engine) probes(now vtime.Time, dst []Action, n int) int {
@@ -19,7 +35,7 @@ func (e *Engine) probes(now vtime.Time, dst []Action, n int) int {
 			break
 		}
 		p := &e.paths[i]
-		if p.probeID != 0 || p.wrOut >= e.cfg.MaxWRPerPath+1 {
+		if p.probeID != 0 || p.wrOut >= e.cfg.MaxWRPerPath+1 || p.fence || p.fencing {
 			continue
 		}
 		due := (p.state == PathQuarantined || p.state == PathDead) && now >= p.until
@@ -66,7 +82,7 @@ func (e *Engine) onProbeDone(now vtime.Time, p *path, i int, postAt vtime.Time, 
 	}
 	if p.state == PathUp {
 		p.qpErr = true
-		e.lose(now, i, PathQuarantined, reason)
+		e.lose(now, i, PathQuarantined, reason, false)
 		return
 	}
 	if p.state != PathProbing {
@@ -96,8 +112,16 @@ func (e *Engine) onProbeDone(now vtime.Time, p *path, i int, postAt vtime.Time, 
 
 // lose takes path i out of use: state becomes to (PathQuarantined or
 // PathDown), its chunks are requeued, and transfers fail if no path is left.
-func (e *Engine) lose(now vtime.Time, i int, to PathState, reason string) {
+// With fence set (a stall, a link reported down: the queue pair is not in
+// the error state, so nothing flushes its outstanding work requests) and
+// work outstanding, the next Actions asks the driver to reset the queue
+// pair (ActReset): the requeued chunks' transfers cannot be reported done
+// while an abandoned attempt may still land.
+func (e *Engine) lose(now vtime.Time, i int, to PathState, reason string, fence bool) {
 	p := &e.paths[i]
+	if fence && p.wrOut > 0 {
+		p.fence = true
+	}
 	wasUp := p.state == PathUp
 	p.state = to
 	p.reason = reason
@@ -173,7 +197,7 @@ func (e *Engine) checkUsable(now vtime.Time) {
 		slot := e.active[0]
 		err := fmt.Errorf("%w for transfer %d (%d of %d chunks done): %s",
 			ErrNoPath, e.transfers[slot].id, e.transfers[slot].done, e.transfers[slot].plan.Count, report)
-		e.finishTransfer(now, slot, err)
+		e.decide(now, slot, err)
 	}
 }
 

@@ -31,10 +31,13 @@ func (e *Engine) OnCompletion(now vtime.Time, c *Completion) {
 		return
 	}
 	p.inflight -= w.len
+	e.segmentDone(now, &w)
 	if !c.OK {
 		if w.postAt >= p.upAt && p.state == PathUp {
+			// The queue pair is in the error state, which flushes the
+			// rest of its work: no fence needed, a reset before the probe.
 			p.qpErr = true
-			e.lose(now, int(w.path), PathQuarantined, c.Reason)
+			e.lose(now, int(w.path), PathQuarantined, c.Reason, false)
 		}
 		return
 	}
@@ -190,7 +193,7 @@ func (e *Engine) OnPathDown(now vtime.Time, i int, reason string) {
 	if s := e.paths[i].state; s == PathDown || s == PathDead {
 		return
 	}
-	e.lose(now, i, PathDown, reason)
+	e.lose(now, i, PathDown, reason, true)
 }
 
 // OnPathUp reports that path i is back; it is probed before reuse.
@@ -206,6 +209,49 @@ func (e *Engine) OnPathUp(now vtime.Time, i int) {
 	p.state = PathQuarantined
 	p.until = now
 	p.probeFail = 0
+}
+
+// OnReset reports the outcome of the queue-pair reset of path i that an
+// ActReset (or an ActProbe with Reset) asked for. ok means the backend's
+// Reset returned without error: by its contract (qp.Resetter) every work
+// request outstanding on the path was flushed and none of them can reach
+// the peer any more, so the engine writes them all off at once (their
+// completions, if the backend still reports them, are stale and ignored)
+// and their transfers may now be reported. A failed reset leaves them
+// outstanding until they complete; the path's next probe asks for a reset
+// again.
+func (e *Engine) OnReset(now vtime.Time, i int, ok bool) {
+	if i < 0 || i >= len(e.paths) {
+		return
+	}
+	e.repick = true
+	p := &e.paths[i]
+	fenced := p.fencing
+	p.fencing = false
+	if !ok {
+		p.qpErr = true
+		return
+	}
+	p.qpErr = false
+	for idx := range e.work {
+		w := &e.work[idx]
+		if w.kind == workFree || int(w.path) != i {
+			continue
+		}
+		id := uint64(w.gen)<<32 | uint64(idx+1)
+		if id == p.probeID && !fenced {
+			continue // an ActProbe's reset: the probe is posted after it
+		}
+		wc := *w
+		e.freeWorkSlot(idx)
+		p.wrOut--
+		if wc.kind == workProbe {
+			e.onProbeDone(now, p, i, wc.postAt, false, "reset")
+			continue
+		}
+		p.inflight -= wc.len
+		e.segmentDone(now, &wc)
+	}
 }
 
 // OnTimer runs the engine's timers due at now: CC timers, pacing wake-ups
@@ -227,7 +273,7 @@ func (e *Engine) OnTimer(now vtime.Time) {
 			if now >= w.postAt.Add(e.timeout(p)) {
 				p.alg.OnTimeout(now)
 				e.syncRate(now, p)
-				e.lose(now, i, PathQuarantined, "stalled")
+				e.lose(now, i, PathQuarantined, "stalled", true)
 			}
 		}
 	}

@@ -24,6 +24,7 @@ func (e *Engine) Actions(now vtime.Time, dst []Action) int {
 		dst[n] = Action{Kind: nt.kind, Transfer: nt.id, Err: nt.err}
 		n++
 	}
+	n = e.fences(dst, n)
 	n = e.probes(now, dst, n)
 	if e.cfg.Pacing.Hardware {
 		for i := range e.paths {
@@ -177,7 +178,7 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 		}
 		if last {
 			a.HasImm = true
-			a.ImmData, _ = chunk.EncodeImm(int(p.activeSlot), p.activeChunk)
+			a.ImmData, _ = chunk.EncodeImm(t.tag, p.activeChunk)
 		}
 		dst[n] = a
 		n++

@@ -70,8 +70,12 @@ type chunkState struct {
 }
 
 type transfer struct {
-	live      bool
+	live      bool   // chunks are being scheduled
+	draining  bool   // ended (result set); waiting for its outstanding work requests
+	result    error  // how it ended, once draining
+	out       int32  // segment work requests posted and not yet completed or fenced
 	gen       uint32 // bumped per Submit; work of an earlier occupant of the slot is stale
+	tag       int    // chunk.MakeTag(slot, gen)
 	id        TransferID
 	plan      chunk.Plan
 	local     units.Bytes
@@ -133,6 +137,8 @@ type path struct {
 	probeFail   int
 	probeReason string // why the last probe failed
 	qpErr       bool   // lost to an error completion: reset the QP before probing
+	fence       bool   // lost with work outstanding that nothing flushes: emit ActReset
+	fencing     bool   // ActReset emitted; waiting for OnReset
 	fromDead    bool   // the outstanding probe is a dead path's slow retry
 	lastProbe   vtime.Time
 
@@ -195,6 +201,9 @@ func (e *Engine) allocWork(kind workKind, pathIdx int, slot uint16, ch uint32, a
 	e.freeWork = w.nextFree
 	w.kind, w.path, w.slot, w.chunk, w.attempt, w.len, w.postAt = kind, uint16(pathIdx), slot, ch, attempt, n, now
 	w.tgen = e.transfers[slot].gen
+	if kind == workSegment {
+		e.transfers[slot].out++
+	}
 	id := uint64(w.gen)<<32 | uint64(idx+1)
 	p := &e.paths[pathIdx]
 	p.wrOut++

@@ -4,6 +4,7 @@
 package multipath
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -11,9 +12,9 @@ import (
 	"github.com/mptx-dev/mptx/vtime"
 )
 
-// Submit starts a transfer. It returns the transfer's slot, which the
-// receiver needs to decode immediates (chunk.DecodeImm), and the chunk
-// plan.
+// Submit starts a transfer. It returns the transfer's tag (its slot and the
+// slot's generation, chunk.MakeTag), which the receiver needs to decode and
+// check immediates (chunk.DecodeImm), and the chunk plan.
 func (e *Engine) Submit(now vtime.Time, spec TransferSpec) (int, chunk.Plan, error) {
 	if spec.Size <= 0 {
 		return 0, chunk.Plan{}, fmt.Errorf("multipath: transfer %d: Size = %d B (valid: > 0)", spec.ID, spec.Size)
@@ -21,8 +22,8 @@ func (e *Engine) Submit(now vtime.Time, spec TransferSpec) (int, chunk.Plan, err
 	if spec.Local < 0 || spec.Remote < 0 {
 		return 0, chunk.Plan{}, fmt.Errorf("multipath: transfer %d: Local %d / Remote %d offsets must be >= 0", spec.ID, spec.Local, spec.Remote)
 	}
-	for _, s := range e.active {
-		if e.transfers[s].id == spec.ID {
+	for i := range e.transfers {
+		if t := &e.transfers[i]; (t.live || t.draining) && t.id == spec.ID {
 			return 0, chunk.Plan{}, fmt.Errorf("%w: %d", ErrDuplicateID, spec.ID)
 		}
 	}
@@ -44,7 +45,7 @@ func (e *Engine) Submit(now vtime.Time, spec TransferSpec) (int, chunk.Plan, err
 		return 0, chunk.Plan{}, fmt.Errorf("multipath: transfer %d: %w", spec.ID, err)
 	}
 	if len(e.freeSlots) == 0 {
-		return 0, chunk.Plan{}, fmt.Errorf("%w (%d live)", ErrTooManyTransfers, len(e.active))
+		return 0, chunk.Plan{}, fmt.Errorf("%w (%d live, %d draining)", ErrTooManyTransfers, len(e.active), e.draining)
 	}
 	slot := e.freeSlots[len(e.freeSlots)-1]
 	e.freeSlots = e.freeSlots[:len(e.freeSlots)-1]
@@ -56,8 +57,9 @@ func (e *Engine) Submit(now vtime.Time, spec TransferSpec) (int, chunk.Plan, err
 		chunks = chunks[:plan.Count]
 		clear(chunks)
 	}
+	gen := t.gen + 1
 	*t = transfer{
-		live: true, gen: t.gen + 1, id: spec.ID, plan: plan, local: spec.Local, remote: spec.Remote,
+		live: true, gen: gen, tag: chunk.MakeTag(int(slot), gen), id: spec.ID, plan: plan, local: spec.Local, remote: spec.Remote,
 		chunks: chunks, reqHead: -1, reqTail: -1, startAt: now,
 	}
 	e.active = append(e.active, slot)
@@ -69,7 +71,29 @@ func (e *Engine) Submit(now vtime.Time, spec TransferSpec) (int, chunk.Plan, err
 		e.ev.Transfer, e.ev.Bytes, e.ev.Chunk, e.ev.Size = spec.ID, plan.Size, uint32(plan.Count), plan.ChunkSize
 		e.rec.Record(&e.ev)
 	}
-	return int(slot), plan, nil
+	return t.tag, plan, nil
+}
+
+// Cancel ends live transfer id at now with err (wrapped in ErrCanceled):
+// its unassigned chunks are withdrawn and no further segment of it is
+// posted. Like any other end, it is reported (ActFailed) only once every
+// work request of the transfer already posted has completed. Cancel returns
+// ErrUnknownTransfer when id is not live (unknown, done, failed, or
+// already cancelled).
+func (e *Engine) Cancel(now vtime.Time, id TransferID, err error) error {
+	for _, slot := range e.active {
+		if e.transfers[slot].id == id {
+			if err == nil {
+				err = ErrCanceled
+			} else {
+				err = fmt.Errorf("%w: %w", ErrCanceled, err)
+			}
+			e.repick = true
+			e.decide(now, slot, err)
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %d", ErrUnknownTransfer, id)
 }
 
 func (e *Engine) chunkDone(now vtime.Time, slot uint16, idx uint32, pi int, rtt time.Duration) {
@@ -97,19 +121,21 @@ func (e *Engine) chunkDone(now vtime.Time, slot uint16, idx uint32, pi int, rtt 
 		e.rec.Record(&e.ev)
 	}
 	if t.done == t.plan.Count {
-		e.finishTransfer(now, slot, nil)
+		e.decide(now, slot, nil)
 	}
 }
 
-// finishTransfer retires slot with err (nil: done).
-func (e *Engine) finishTransfer(now vtime.Time, slot uint16, err error) {
+// decide ends live transfer slot with err (nil: done): it leaves the
+// scheduling rotation and, with an error, its unassigned and active chunks
+// are withdrawn. The end is reported (retire) once no work request of the
+// transfer is outstanding; until then the transfer drains and keeps its
+// slot, so that nothing of it can land after the driver hears it ended.
+func (e *Engine) decide(now vtime.Time, slot uint16, err error) {
 	t := &e.transfers[slot]
 	if !t.live {
 		return
 	}
-	kind, ev := ActDone, EvTransferDone
 	if err != nil {
-		kind, ev = ActFailed, EvTransferFailed
 		// Withdraw the transfer's unassigned and active chunks.
 		for i := range t.chunks {
 			ch := &t.chunks[i]
@@ -127,16 +153,10 @@ func (e *Engine) finishTransfer(now vtime.Time, slot uint16, err error) {
 			}
 		}
 	}
-	if e.rec != nil {
-		e.event(ev, now)
-		e.ev.Transfer, e.ev.Bytes = t.id, t.plan.Size
-		if err != nil {
-			e.ev.Reason = "no usable path"
-		}
-		e.rec.Record(&e.ev)
-	}
-	e.pushNote(note{kind: kind, id: t.id, err: err})
 	t.live = false
+	t.draining = true
+	t.result = err
+	e.draining++
 	for j, s := range e.active {
 		if s == slot {
 			copy(e.active[j:], e.active[j+1:])
@@ -152,7 +172,52 @@ func (e *Engine) finishTransfer(now vtime.Time, slot uint16, err error) {
 	} else {
 		e.rr = 0
 	}
+	if t.out == 0 {
+		e.retire(now, slot)
+	}
+}
+
+// retire reports drained transfer slot (ActDone or ActFailed) and frees
+// its slot for a later Submit, which will use the next generation.
+func (e *Engine) retire(now vtime.Time, slot uint16) {
+	t := &e.transfers[slot]
+	kind, ev := ActDone, EvTransferDone
+	if t.result != nil {
+		kind, ev = ActFailed, EvTransferFailed
+	}
+	if e.rec != nil {
+		e.event(ev, now)
+		e.ev.Transfer, e.ev.Bytes = t.id, t.plan.Size
+		if t.result != nil {
+			e.ev.Reason = "no usable path"
+			if errors.Is(t.result, ErrCanceled) {
+				e.ev.Reason = "canceled"
+			}
+		}
+		e.rec.Record(&e.ev)
+	}
+	e.pushNote(note{kind: kind, id: t.id, err: t.result})
+	t.draining = false
+	t.result = nil
+	e.draining--
 	e.freeSlots = append(e.freeSlots, slot)
+}
+
+// segmentDone accounts for the end of segment work w (completed, failed or
+// fenced): a draining transfer whose last outstanding work request it was
+// is retired.
+func (e *Engine) segmentDone(now vtime.Time, w *work) {
+	if w.kind != workSegment {
+		return
+	}
+	t := &e.transfers[w.slot]
+	if t.gen != w.tgen || (!t.live && !t.draining) {
+		return
+	}
+	t.out--
+	if t.draining && t.out == 0 {
+		e.retire(now, w.slot)
+	}
 }
 
 func (e *Engine) pushNote(nt note) {

@@ -20,10 +20,11 @@
 //     in flight fails too when its completion falls due.
 //   - Stalled: work requests vanish and never complete (a black hole the
 //     NIC does not notice, until the engine's stall timeout does).
-//   - Resetting a path (ActProbe with Reset set, as qp.Resetter does)
-//     flushes what is still outstanding on it: those work requests
-//     complete at once with "flushed", as ibv_modify_qp(3) to RESET
-//     discards a queue pair's send queue.
+//   - Resetting a path (ActReset, or ActProbe with Reset set, as
+//     qp.Resetter does) flushes what is still outstanding on it: those
+//     work requests complete at once with "flushed", as moving a queue
+//     pair to the error state does (ibv_modify_qp(3)), stalled ones
+//     included; then the Net reports OnReset(ok).
 //
 // CNPs are modelled as a count per bytes carried (CNPEvery) read back
 // through OnCounters; ECNEvery does the same for ECN-marked packets.
@@ -111,8 +112,13 @@ type Net struct {
 	// fails; default 1 ms.
 	FailDelay time.Duration
 
-	Dead    []bool // per path: work requests fail (see the package doc)
-	Stalled []bool // per path: work requests never complete
+	Dead    []bool          // per path: work requests fail (see the package doc)
+	Stalled []bool          // per path: work requests never complete
+	Delay   []time.Duration // per path: added to RTT (a slow or congested path)
+	// NoReset makes the Net a driver without qp.Resetter: ActReset and
+	// the reset of an ActProbe are answered OnReset(false) and flush
+	// nothing.
+	NoReset bool
 
 	// CNPEvery and ECNEvery, per path, are the bytes carried per CNP and
 	// per ECN-marked packet (0: none).
@@ -159,7 +165,7 @@ func New(tb TB, cfg multipath.Config, rates []units.BitRate, rtt time.Duration) 
 	np := len(rates)
 	return &Net{
 		T: tb, E: e, Now: vtime.Epoch, Rates: rates, RTT: rtt, FailDelay: time.Millisecond,
-		Dead: make([]bool, np), Stalled: make([]bool, np),
+		Dead: make([]bool, np), Stalled: make([]bool, np), Delay: make([]time.Duration, np),
 		CNPEvery: make([]units.Bytes, np), ECNEvery: make([]units.Bytes, np),
 		Bytes: make([]units.Bytes, np), Posted: make([]units.Bytes, np),
 		Done: map[multipath.TransferID]Outcome{},
@@ -210,8 +216,7 @@ func (n *Net) do(a *multipath.Action) {
 		if a.Kind == multipath.ActProbe {
 			n.Probes++
 			if a.Reset {
-				n.Resets++
-				n.flush(p)
+				n.reset(p)
 			}
 		} else if a.HasImm {
 			n.Chunks++
@@ -231,7 +236,7 @@ func (n *Net) do(a *multipath.Action) {
 		start := max(n.Now, n.busy[p])
 		end := start.Add(n.Rates[p].TxTime(a.Len))
 		n.busy[p] = end
-		n.rings[p].push(pending{at: end.Add(n.RTT), id: a.WorkID, n: a.Len, ok: true})
+		n.rings[p].push(pending{at: end.Add(n.RTT + n.Delay[p]), id: a.WorkID, n: a.Len, ok: true})
 		if c := n.CNPEvery[p]; c > 0 {
 			before := n.carried[p] / c
 			n.cnps[p] += uint64((n.carried[p]+a.Len)/c - before)
@@ -241,9 +246,22 @@ func (n *Net) do(a *multipath.Action) {
 			n.ecns[p] += uint64((n.carried[p]+a.Len)/c - before)
 		}
 		n.carried[p] += a.Len
+	case multipath.ActReset:
+		n.reset(a.Path)
 	case multipath.ActDone, multipath.ActFailed:
 		n.Done[a.Transfer] = Outcome{Err: a.Err, At: n.Now}
 	}
+}
+
+// reset carries out a queue-pair reset of path and reports it.
+func (n *Net) reset(path int) {
+	if n.NoReset {
+		n.E.OnReset(n.Now, path, false)
+		return
+	}
+	n.Resets++
+	n.flush(path)
+	n.E.OnReset(n.Now, path, true)
 }
 
 // flush completes everything outstanding on path with an error at Now, as
