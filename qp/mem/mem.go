@@ -12,6 +12,11 @@
 // RC acknowledgement). So an idle path's completion time for n bytes is
 // n·8/Rate + 2·Delay.
 //
+// Reset (qp.Resetter) fences a path: its work requests that have not landed
+// never will, and every outstanding one completes at once with
+// StatusFlushed, as moving an RC queue pair to the error state and back
+// does. A failed path stays failed (the link is still down).
+//
 // Failure injection: a path can fail at a given time (FailAt) or on demand
 // (Fail). From then on nothing lands: the oldest outstanding work request
 // completes with StatusRetryExceeded after RetryTimeout (as an RC QP's
@@ -265,10 +270,36 @@ func (n *Network) run(ev *event) {
 	}
 }
 
-// Conn is the sender side of a Network; it implements qp.Conn.
+// Conn is the sender side of a Network; it implements qp.Conn and
+// qp.Resetter.
 type Conn struct{ n *Network }
 
-var _ qp.Conn = (*Conn)(nil)
+var (
+	_ qp.Conn     = (*Conn)(nil)
+	_ qp.Resetter = (*Conn)(nil)
+)
+
+// Reset implements qp.Resetter: every work request outstanding on path
+// completes now with StatusFlushed, and those that had not landed never
+// will.
+func (c *Conn) Reset(path int) error {
+	n := c.n
+	if n.connClosed {
+		return qp.ErrClosed
+	}
+	if path < 0 || path >= len(n.paths) {
+		return fmt.Errorf("mem: Reset: path %d out of range [0, %d)", path, len(n.paths))
+	}
+	for j := range n.heap {
+		if ev := &n.heap[j]; ev.path == path {
+			ev.kind, ev.st, ev.at = evComplete, qp.StatusFlushed, n.now
+		}
+	}
+	n.heapify()
+	p := &n.paths[path]
+	p.busyUntil = n.now
+	return nil
+}
 
 // Paths implements qp.Conn.
 func (c *Conn) Paths() []qp.PathInfo { return c.n.infos }
