@@ -22,6 +22,7 @@ var (
 	ErrNoPath           = errors.New("multipath: no usable path")
 	ErrCanceled         = errors.New("multipath: transfer canceled")
 	ErrUnknownTransfer  = errors.New("multipath: no live transfer with this id")
+	ErrAborted          = errors.New("multipath: engine aborted")
 )
 
 // Defaults (see Config).
@@ -49,6 +50,11 @@ type TransferSpec struct {
 	// Local and Remote are the tensor's base offsets in the local send
 	// region and the receiver's advertised region.
 	Local, Remote units.Bytes
+	// Hold submits the transfer without scheduling it: it takes its slot
+	// and tag (so the receiver can be told both before anything is
+	// posted) and waits for Start, which may also set Remote. A held
+	// transfer can be canceled.
+	Hold bool
 }
 
 // Completion is a send completion (or a failed post) reported to the
@@ -132,6 +138,7 @@ type Engine struct {
 	repick   bool
 	stale    uint64
 	draining int // transfers ended but waiting for outstanding work requests
+	held     int // transfers submitted with Hold, not yet started
 }
 
 // New validates cfg and builds an engine.
@@ -294,10 +301,10 @@ func (e *Engine) NumPaths() int { return len(e.paths) }
 // events directly).
 func (e *Engine) CC(i int) cc.Algorithm { return e.paths[i].alg }
 
-// Live returns the number of transfers not yet reported: in progress, or
-// ended and draining (waiting for their posted work requests to complete
+// Live returns the number of transfers not yet reported: held, in
+// progress, or ended and draining (waiting for their posted work requests to complete
 // or be fenced).
-func (e *Engine) Live() int { return len(e.active) + e.draining }
+func (e *Engine) Live() int { return len(e.active) + e.draining + e.held }
 
 // Transfer returns a snapshot of live transfer id, false if none.
 func (e *Engine) Transfer(id TransferID) (TransferStats, bool) {

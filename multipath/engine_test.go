@@ -452,3 +452,50 @@ func TestCancel(t *testing.T) {
 		}
 	}
 }
+
+// TestHoldAndStart: a held transfer has its tag and plan but posts nothing
+// until Start, whose remote offset its posts then carry; canceling a held
+// transfer reports it at once (nothing was posted).
+func TestHoldAndStart(t *testing.T) {
+	rates := []units.BitRate{10 * units.Gbps, 10 * units.Gbps}
+	f := enginetest.New(t, multipath.Config{CC: "fixed"}, rates, 10*time.Microsecond)
+	var tr bytes.Buffer
+	f.Trace = &tr
+	tag1, plan1, err := f.E.Submit(f.Now, multipath.TransferSpec{ID: 1, Size: 4 * units.MiB, ChunkSize: units.MiB, Hold: true})
+	if err != nil || plan1.Count != 4 {
+		t.Fatalf("Submit(Hold) = %d, %v, %v", tag1, plan1, err)
+	}
+	if _, _, err := f.E.Submit(f.Now, multipath.TransferSpec{ID: 2, Size: units.MiB, Hold: true}); err != nil {
+		t.Fatal(err)
+	}
+	f.Step()
+	if tr.Len() != 0 || f.E.Live() != 2 {
+		t.Fatalf("held transfers posted (%q) or are not live (%d)", tr.String(), f.E.Live())
+	}
+	if err := f.E.Cancel(f.Now, 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.E.Start(f.Now, 1, 64*units.MiB); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.E.Start(f.Now, 1, 0); !errors.Is(err, multipath.ErrUnknownTransfer) {
+		t.Errorf("second Start = %v, want ErrUnknownTransfer", err)
+	}
+	acts := make([]multipath.Action, 64)
+	n := f.E.Actions(f.Now, acts)
+	var failed2, posted bool
+	for _, a := range acts[:n] {
+		switch {
+		case a.Kind == multipath.ActFailed && a.Transfer == 2:
+			failed2 = errors.Is(a.Err, multipath.ErrCanceled)
+		case a.Kind == multipath.ActPost:
+			posted = true
+			if a.Remote != 64*units.MiB+a.Offset {
+				t.Errorf("post %+v: Remote %v, want Start's 64MiB + offset", a, a.Remote)
+			}
+		}
+	}
+	if !failed2 || !posted {
+		t.Errorf("after Cancel(2) and Start(1): failed2 %v, posted %v; actions %+v", failed2, posted, acts[:n])
+	}
+}

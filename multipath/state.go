@@ -71,6 +71,7 @@ type chunkState struct {
 
 type transfer struct {
 	live      bool   // chunks are being scheduled
+	held      bool   // submitted with Hold, waiting for Start
 	draining  bool   // ended (result set); waiting for its outstanding work requests
 	result    error  // how it ended, once draining
 	out       int32  // segment work requests posted and not yet completed or fenced

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mptx-dev/mptx/chunk"
+	"github.com/mptx-dev/mptx/units"
 	"github.com/mptx-dev/mptx/vtime"
 )
 
@@ -23,7 +24,7 @@ func (e *Engine) Submit(now vtime.Time, spec TransferSpec) (int, chunk.Plan, err
 		return 0, chunk.Plan{}, fmt.Errorf("multipath: transfer %d: Local %d / Remote %d offsets must be >= 0", spec.ID, spec.Local, spec.Remote)
 	}
 	for i := range e.transfers {
-		if t := &e.transfers[i]; (t.live || t.draining) && t.id == spec.ID {
+		if t := &e.transfers[i]; (t.live || t.held || t.draining) && t.id == spec.ID {
 			return 0, chunk.Plan{}, fmt.Errorf("%w: %d", ErrDuplicateID, spec.ID)
 		}
 	}
@@ -59,19 +60,52 @@ func (e *Engine) Submit(now vtime.Time, spec TransferSpec) (int, chunk.Plan, err
 	}
 	gen := t.gen + 1
 	*t = transfer{
-		live: true, gen: gen, tag: chunk.MakeTag(int(slot), gen), id: spec.ID, plan: plan, local: spec.Local, remote: spec.Remote,
+		gen: gen, tag: chunk.MakeTag(int(slot), gen), id: spec.ID, plan: plan, local: spec.Local, remote: spec.Remote,
 		chunks: chunks, reqHead: -1, reqTail: -1, startAt: now,
 	}
-	e.active = append(e.active, slot)
-	e.repick = true
-	e.pending += plan.Size
-	e.pendingN += plan.Count
+	if spec.Hold {
+		t.held = true
+		e.held++
+	} else {
+		e.schedule(slot)
+	}
 	if e.rec != nil {
 		e.event(EvTransferStart, now)
 		e.ev.Transfer, e.ev.Bytes, e.ev.Chunk, e.ev.Size = spec.ID, plan.Size, uint32(plan.Count), plan.ChunkSize
 		e.rec.Record(&e.ev)
 	}
 	return t.tag, plan, nil
+}
+
+// schedule puts transfer slot in the rotation.
+func (e *Engine) schedule(slot uint16) {
+	t := &e.transfers[slot]
+	t.live = true
+	e.active = append(e.active, slot)
+	e.repick = true
+	e.pending += t.plan.Size
+	e.pendingN += t.plan.Count
+}
+
+// Start schedules held transfer id (TransferSpec.Hold) at now, landing at
+// offset remote of the receiver's region. It returns ErrUnknownTransfer if
+// id is not held.
+func (e *Engine) Start(now vtime.Time, id TransferID, remote units.Bytes) error {
+	if remote < 0 {
+		return fmt.Errorf("multipath: Start(%d): remote offset %v (valid: >= 0)", id, remote)
+	}
+	for i := range e.transfers {
+		if t := &e.transfers[i]; t.held && t.id == id {
+			t.held = false
+			e.held--
+			t.remote = remote
+			t.startAt = now
+			e.schedule(uint16(i))
+			e.checkUsable(now)
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %d is not held", ErrUnknownTransfer, id)
 }
 
 // Cancel ends live transfer id at now with err (wrapped in ErrCanceled):
@@ -81,8 +115,9 @@ func (e *Engine) Submit(now vtime.Time, spec TransferSpec) (int, chunk.Plan, err
 // ErrUnknownTransfer when id is not live (unknown, done, failed, or
 // already cancelled).
 func (e *Engine) Cancel(now vtime.Time, id TransferID, err error) error {
-	for _, slot := range e.active {
-		if e.transfers[slot].id == id {
+	for i := range e.transfers {
+		if t := &e.transfers[i]; (t.live || t.held) && t.id == id {
+			slot := uint16(i)
 			if err == nil {
 				err = ErrCanceled
 			} else {
@@ -125,6 +160,46 @@ func (e *Engine) chunkDone(now vtime.Time, slot uint16, idx uint32, pi int, rtt 
 	}
 }
 
+// Abort ends the engine at now: the driver has lost the connection (its
+// completion queue failed) and destroyed its queue pairs, so no completion
+// will come for what is outstanding and nothing more can be posted. Every
+// transfer, live or draining, is reported failed with err (ErrAborted if
+// nil) by the next Actions; every path goes down ("aborted") and stays
+// down, so later Submits fail with ErrNoPath.
+func (e *Engine) Abort(now vtime.Time, err error) {
+	if err == nil {
+		err = ErrAborted
+	}
+	for i := range e.paths {
+		p := &e.paths[i]
+		p.state, p.reason = PathDown, "aborted"
+		p.hasActive, p.fence, p.fencing = false, false, false
+	}
+	for len(e.active) > 0 {
+		e.decide(now, e.active[0], err)
+	}
+	for i := range e.transfers {
+		if e.transfers[i].held {
+			e.decide(now, uint16(i), err)
+		}
+	}
+	for idx := range e.work {
+		w := &e.work[idx]
+		if w.kind == workFree {
+			continue
+		}
+		wc := *w
+		e.freeWorkSlot(idx)
+		p := &e.paths[wc.path]
+		p.wrOut--
+		p.probeID = 0
+		if wc.kind == workSegment {
+			p.inflight -= wc.len
+			e.segmentDone(now, &wc)
+		}
+	}
+}
+
 // decide ends live transfer slot with err (nil: done): it leaves the
 // scheduling rotation and, with an error, its unassigned and active chunks
 // are withdrawn. The end is reported (retire) once no work request of the
@@ -132,6 +207,15 @@ func (e *Engine) chunkDone(now vtime.Time, slot uint16, idx uint32, pi int, rtt 
 // slot, so that nothing of it can land after the driver hears it ended.
 func (e *Engine) decide(now vtime.Time, slot uint16, err error) {
 	t := &e.transfers[slot]
+	if t.held {
+		// Never scheduled: nothing to withdraw, nothing posted.
+		t.held = false
+		e.held--
+		t.draining, t.result = true, err
+		e.draining++
+		e.retire(now, slot)
+		return
+	}
 	if !t.live {
 		return
 	}
