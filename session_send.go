@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mptx-dev/mptx/cc"
 	"github.com/mptx-dev/mptx/chunk"
 	"github.com/mptx-dev/mptx/multipath"
 	"github.com/mptx-dev/mptx/qp"
@@ -228,8 +229,8 @@ func newSendSide(s *Session, conn qp.Conn, send []byte, cfg *Config) (*sendSide,
 		ss.busy = 50 * time.Microsecond
 	}
 	ecfg := cfg.Engine
-	if ecfg.MinTimeout == 0 && s.tr == TransportTCP {
-		ecfg.MinTimeout = DefaultTCPMinTimeout
+	if s.tr == TransportTCP {
+		tcpEngineDefaults(&ecfg)
 	}
 	ecfg.Recorder = teeRecorder{ss, ecfg.Recorder}
 	snd, err := NewSender(conn, SenderConfig{Engine: ecfg, OnDone: ss.onDone})
@@ -554,6 +555,33 @@ func (ss *sendSide) shutdown(error) {
 	select {
 	case ss.kick <- struct{}{}:
 	default:
+	}
+}
+
+// tcpEngineDefaults fills the engine settings a user left zero with what
+// suits TCP paths: TCP runs its own congestion control in the kernel, so
+// the engine's is a fixed, unlimited window and rate with pacing off (a
+// second controller on top would only add latency); work requests of 1
+// MiB (a TCP path has no per-packet completion to pace with, and a larger
+// write is one syscall); up to 32 MiB posted per path, enough for the
+// socket buffers of a fast path; and a stall floor that tolerates a
+// retransmission timeout (DefaultTCPMinTimeout).
+func tcpEngineDefaults(c *multipath.Config) {
+	if c.CC == "" && c.NewCC == nil {
+		c.CC = "fixed"
+		if c.CCParams == nil {
+			c.CCParams = cc.Params{"window": "unlimited", "rate": "unlimited"}
+		}
+		c.Pacing.Disabled = true
+	}
+	if c.Segment == 0 {
+		c.Segment = units.MiB
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = 32 * units.MiB
+	}
+	if c.MinTimeout == 0 {
+		c.MinTimeout = DefaultTCPMinTimeout
 	}
 }
 
