@@ -2,6 +2,7 @@ package mptx_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -19,9 +20,18 @@ import (
 
 // pattern fills b with transfer id's bytes: distinct for every transfer
 // and every offset, so a byte of one transfer cannot pass for another's.
+// (Eight bytes per xorshift step: it runs over hundreds of MiB under the
+// race detector.)
 func pattern(b []byte, id multipath.TransferID) {
-	x := uint64(id) * 0x9e3779b97f4a7c15
-	for i := range b {
+	x := uint64(id)*0x9e3779b97f4a7c15 | 1
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		binary.LittleEndian.PutUint64(b[i:], x)
+	}
+	for ; i < len(b); i++ {
 		x ^= x << 13
 		x ^= x >> 7
 		x ^= x << 17
@@ -29,7 +39,9 @@ func pattern(b []byte, id multipath.TransferID) {
 	}
 }
 
-// seqRig ships transfers one after another through the same send buffer
+// memRig is the driver-level test rig: a Sender and a Receiver (the real
+// driver and engine) over one qp/mem connection in virtual time. It ships
+// transfers one after another through the same send buffer
 // and the same receive range of a qp/mem connection, as an application
 // that reuses its buffers does, and checks the integrity rule at every
 // step:
@@ -43,7 +55,7 @@ func pattern(b []byte, id multipath.TransferID) {
 //     touched the handed-over range in between);
 //   - at the end the network runs on until nothing is left in it, and the
 //     range must still hold the last transfer.
-type seqRig struct {
+type memRig struct {
 	t    *testing.T
 	net  *mem.Network
 	snd  *mptx.Sender
@@ -53,25 +65,28 @@ type seqRig struct {
 	size units.Bytes
 
 	tags     map[multipath.TransferID]int
+	doneAt   map[multipath.TransferID]vtime.Time
 	sent     map[multipath.TransferID]error
 	recvd    map[multipath.TransferID]error
 	handed   []byte // the range as the receiver handed it over
 	handedID multipath.TransferID
+	filled   multipath.TransferID // whose bytes the send buffer holds
 	bad      []string
 }
 
-func newSeqRig(t *testing.T, paths []mem.PathConfig, size units.Bytes, cfg mptx.SenderConfig) *seqRig {
+func newMemRig(t *testing.T, paths []mem.PathConfig, size units.Bytes, cfg mptx.SenderConfig) *memRig {
 	t.Helper()
-	r := &seqRig{t: t, size: size, send: make([]byte, size), recv: make([]byte, size),
-		tags: map[multipath.TransferID]int{}, sent: map[multipath.TransferID]error{}, recvd: map[multipath.TransferID]error{}}
+	r := &memRig{t: t, size: size, send: make([]byte, size), recv: make([]byte, size),
+		tags: map[multipath.TransferID]int{}, doneAt: map[multipath.TransferID]vtime.Time{}, sent: map[multipath.TransferID]error{}, recvd: map[multipath.TransferID]error{}}
 	net, err := mem.New(mem.Config{Paths: paths, SendRegion: r.send, RecvRegion: r.recv})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.net = net
 	cfg.OnDone = func(id multipath.TransferID, now vtime.Time, err error) {
-		r.sent[id] = err
+		r.sent[id], r.doneAt[id] = err, now
 		pattern(r.send, id+1) // the application refills its buffer at once
+		r.filled = id + 1
 		r.rcv.SenderDone(now, r.tags[id], err)
 	}
 	if r.snd, err = mptx.NewSender(net.Conn(), cfg); err != nil {
@@ -95,12 +110,14 @@ func newSeqRig(t *testing.T, paths []mem.PathConfig, size units.Bytes, cfg mptx.
 	if err != nil {
 		t.Fatal(err)
 	}
-	pattern(r.send, 1)
 	return r
 }
 
 // diff counts the bytes where a and b differ.
 func diff(a, b []byte) int {
+	if bytes.Equal(a, b) {
+		return 0
+	}
 	n := 0
 	for i := range a {
 		if a[i] != b[i] {
@@ -112,8 +129,12 @@ func diff(a, b []byte) int {
 
 // ship runs transfer id (its bytes are already in the send buffer) until
 // both ends reported it.
-func (r *seqRig) ship(id multipath.TransferID) {
+func (r *memRig) ship(id multipath.TransferID) {
 	r.t.Helper()
+	if r.filled != id {
+		pattern(r.send, id)
+		r.filled = id
+	}
 	if r.handed != nil {
 		if d := diff(r.recv, r.handed); d > 0 {
 			r.bad = append(r.bad, fmt.Sprintf("%d bytes of transfer %d's range changed after the receiver handed it over", d, r.handedID))
@@ -146,7 +167,7 @@ func (r *seqRig) ship(id multipath.TransferID) {
 }
 
 // drain lets everything still in the network land and complete.
-func (r *seqRig) drain() {
+func (r *memRig) drain() {
 	for i := 0; i < 1_000_000; i++ {
 		t := r.net.Next()
 		if t == 0 {
@@ -181,7 +202,7 @@ func slowFirstPath() []mem.PathConfig {
 // transfer 2 done with transfer 1's bytes in its range (the stale
 // immediates counted as transfer 2's chunks).
 func TestStaleImmediateNeverCounts(t *testing.T) {
-	r := newSeqRig(t, slowFirstPath(), 4*units.MiB, mptx.SenderConfig{Engine: multipath.Config{CC: "fixed", ChunkSize: 256 * units.KiB}})
+	r := newMemRig(t, slowFirstPath(), 4*units.MiB, mptx.SenderConfig{Engine: multipath.Config{CC: "fixed", ChunkSize: 256 * units.KiB}})
 	for id := multipath.TransferID(1); id <= 6; id++ {
 		r.ship(id)
 		if r.sent[id] != nil || r.recvd[id] != nil {
@@ -208,7 +229,7 @@ func TestRefilledSendBufferNeverLeaks(t *testing.T) {
 	for _, fence := range []bool{true, false} {
 		t.Run(fmt.Sprintf("reset=%v", fence), func(t *testing.T) {
 			var conn *noReset
-			r := newSeqRig(t, slowFirstPath(), 4*units.MiB, mptx.SenderConfig{Engine: multipath.Config{CC: "fixed", ChunkSize: 256 * units.KiB}})
+			r := newMemRig(t, slowFirstPath(), 4*units.MiB, mptx.SenderConfig{Engine: multipath.Config{CC: "fixed", ChunkSize: 256 * units.KiB}})
 			if !fence {
 				// Rebuild the sender over a Conn that hides qp.Resetter.
 				conn = &noReset{r.net.Conn()}
@@ -216,6 +237,7 @@ func TestRefilledSendBufferNeverLeaks(t *testing.T) {
 				cfg.OnDone = func(id multipath.TransferID, now vtime.Time, err error) {
 					r.sent[id] = err
 					pattern(r.send, id+1)
+					r.filled = id + 1
 					r.rcv.SenderDone(now, r.tags[id], err)
 				}
 				var err error
@@ -349,7 +371,7 @@ func TestIntegrityRandomized(t *testing.T) {
 		}
 		size := units.Bytes(1+rng.IntN(6)) * units.MiB
 		cs := []units.Bytes{64 * units.KiB, 256 * units.KiB, units.MiB}[rng.IntN(3)]
-		r := newSeqRig(t, paths, size, mptx.SenderConfig{Engine: multipath.Config{CC: "fixed", ChunkSize: cs}})
+		r := newMemRig(t, paths, size, mptx.SenderConfig{Engine: multipath.Config{CC: "fixed", ChunkSize: cs}})
 		for id := multipath.TransferID(1); id <= 12; id++ {
 			r.ship(id)
 			if r.sent[id] != nil || r.recvd[id] != nil {
