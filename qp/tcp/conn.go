@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/qp/internal/cqring"
 	"github.com/mptx-dev/mptx/units"
 )
 
@@ -126,8 +127,8 @@ type Conn struct {
 	resetTimeout time.Duration
 
 	mu     sync.Mutex
-	closed bool // guarded by mu
-	cq     cq   // guarded by mu
+	closed bool        // guarded by mu
+	cq     cqring.Ring // guarded by mu; sized so that it cannot overflow
 }
 
 var (
@@ -304,7 +305,7 @@ func Dial(ctx context.Context, addr string, cfg DialConfig) (*Conn, error) {
 		pcfgs: append([]PathConfig(nil), cfg.Paths...), rqpns: rqpn,
 		retryTimeout: cfg.RetryTimeout, resetTimeout: cfg.ResetTimeout,
 	}
-	c.cq.init(n * cfg.MaxSendWR)
+	c.cq.Init(n * cfg.MaxSendWR)
 	for i, tc := range conns {
 		if err := readyPath(tc, cfg.RetryTimeout); err != nil {
 			return fail(fmt.Errorf("tcp: path %d: %w", i, err))
@@ -522,7 +523,7 @@ func (c *Conn) wake() {
 
 // complete queues a completion for wr on p. Called with c.mu held.
 func (c *Conn) complete(p *sendPath, wr *qp.SendWR, st qp.Status) {
-	c.cq.push(qp.Completion{ID: wr.ID, Path: p.idx, QPN: p.qpn, Op: wr.Op, Status: st, Bytes: wr.Len})
+	c.cq.Push(qp.Completion{ID: wr.ID, Path: p.idx, QPN: p.qpn, Op: wr.Op, Status: st, Bytes: wr.Len})
 	c.avail.Add(1)
 	p.cqPending++
 }
@@ -568,7 +569,7 @@ func (c *Conn) Poll(dst []qp.Completion) (int, error) {
 		c.mu.Unlock()
 		return 0, qp.ErrClosed
 	}
-	k := c.cq.pop(dst)
+	k := c.cq.Pop(dst)
 	for i := range dst[:k] {
 		c.paths[dst[i].Path].cqPending--
 	}

@@ -352,7 +352,7 @@ func (l *Listener) accept(ctx context.Context, g *group, region []byte) (*Receiv
 		notify: make(chan struct{}, 1), done: make(chan struct{}), ln: l,
 	}
 	r.space.L = &r.mu
-	r.cq.init(l.cfg.RecvQueue)
+	r.cq.Init(l.cfg.RecvQueue)
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(l.cfg.HandshakeTimeout)

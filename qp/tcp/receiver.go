@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/qp/internal/cqring"
 	"github.com/mptx-dev/mptx/units"
 )
 
@@ -49,10 +50,10 @@ type Receiver struct {
 	isClosed atomic.Bool
 
 	mu      sync.Mutex
-	space   sync.Cond // signalled when Poll frees room in cq; L is &mu
-	waiters int       // readers waiting on space; guarded by mu
-	closed  bool      // guarded by mu
-	cq      cq        // guarded by mu
+	space   sync.Cond   // signalled when Poll frees room in cq; L is &mu
+	waiters int         // readers waiting on space; guarded by mu
+	closed  bool        // guarded by mu
+	cq      cqring.Ring // guarded by mu
 
 	// regionLock serialises the paths' writes into the region, in race
 	// builds only. Two paths may write the same bytes concurrently (a
@@ -163,7 +164,7 @@ func (r *Receiver) Poll(dst []qp.Completion) (int, error) {
 		r.mu.Unlock()
 		return 0, qp.ErrClosed
 	}
-	k := r.cq.pop(dst)
+	k := r.cq.Pop(dst)
 	r.avail.Add(-int64(k))
 	if k > 0 && r.waiters > 0 {
 		r.space.Broadcast()
@@ -313,7 +314,7 @@ func (r *Receiver) rejoin(l *Listener, nc *net.TCPConn, b *binding, deadline tim
 // full. It reports false if the Receiver was closed.
 func (r *Receiver) deliver(c qp.Completion) bool {
 	r.mu.Lock()
-	for r.cq.full() && !r.closed {
+	for r.cq.Full() && !r.closed {
 		r.waiters++
 		r.space.Wait()
 		r.waiters--
@@ -322,7 +323,7 @@ func (r *Receiver) deliver(c qp.Completion) bool {
 		r.mu.Unlock()
 		return false
 	}
-	r.cq.push(c)
+	r.cq.Push(c)
 	r.avail.Add(1)
 	r.mu.Unlock()
 	select {
