@@ -13,6 +13,8 @@ import (
 	"net"
 	"os"
 	"time"
+
+	"github.com/mptx-dev/mptx/units"
 )
 
 // MinSecret is the shortest accepted shared secret, in bytes.
@@ -196,6 +198,11 @@ func clientVerdict(ctx context.Context, conn net.Conn, secret []byte, b *binding
 	qpn = binary.BigEndian.Uint32(buf[9:])
 	if !hmac.Equal(buf[13:], b.serverTag(secret, region, qpn)) {
 		return 0, 0, fmt.Errorf("%w: path %d: the receiver does not know the shared secret", ErrAuth, b.index)
+	}
+	if region > uint64(units.MaxBytes) {
+		// Authentic, but no region of that size can exist here, and as
+		// units.Bytes it would turn negative.
+		return 0, 0, fmt.Errorf("%w: path %d: the receiver advertises a %d-byte region (valid: 0..%d)", ErrProtocol, b.index, region, int64(units.MaxBytes))
 	}
 	return region, qpn, nil
 }

@@ -229,11 +229,8 @@ func (c *Conn) setup(ctx context.Context, nics []*nic) error {
 	if err != nil {
 		return err
 	}
-	if len(acc.Paths) != len(c.sp) {
-		return fmt.Errorf("%w: receiver answered %d paths for our %d", bootstrap.ErrProtocol, len(acc.Paths), len(c.sp))
-	}
-	if acc.RegionLen < uint64(cfg.Size) {
-		return fmt.Errorf("%w: receiver advertised %d bytes for a %d-byte tensor", bootstrap.ErrProtocol, acc.RegionLen, int64(cfg.Size))
+	if err := checkAccept(acc, cfg.Size, len(c.sp)); err != nil {
+		return err
 	}
 	c.rAddr, c.rLen = acc.RegionAddr, units.Bytes(acc.RegionLen)
 	c.maxMsg = units.MaxBytes
