@@ -19,13 +19,21 @@
 //   - RECV_RDMA_WITH_IMM completion → produced by the receiver after the
 //     frame's payload is in the region, carrying the immediate.
 //   - RC acknowledgement → an ACK frame carrying the highest applied WR
-//     sequence number (cumulative, like an AETH ACK for a PSN). The sender
-//     completes its WRs with StatusOK when they are acknowledged.
+//     sequence number whose receive completion, if it has one, is queued
+//     (cumulative, like an AETH ACK for a PSN). The sender completes its
+//     WRs with StatusOK when they are acknowledged.
 //   - NAK remote access error → a NAK frame (syndrome 2, as IBA's NAK code
 //     for a remote access error) naming the failed WR.
 //   - RC retry timeout → TCP_USER_TIMEOUT (DialConfig.RetryTimeout): data
 //     unacknowledged by the peer's kernel for that long breaks the
 //     connection.
+//   - RNR (the responder has no receive buffer for a WRITE WITH IMM) → the
+//     receive queue (ListenConfig.RecvQueue) is full: the receiver still
+//     applies the frame but holds its completion back and acknowledges
+//     nothing from it on until Poll makes room, so the sender's work
+//     requests stay outstanding and it stalls, as an RC sender retrying
+//     RNR NAKs for ever (rnr_retry 7) does, while the TCP connection keeps
+//     flowing (see Receiver, Back-pressure).
 //   - Send queue depth → DialConfig.MaxSendWR per path. As in verbs, a WR
 //     holds its send-queue slot until its completion has been polled, so the
 //     completion queue (Paths × MaxSendWR entries) can never overflow.
@@ -124,8 +132,11 @@
 // WITH IMM, lands after its earlier segments on the same path). The receiver
 // acknowledges when it has applied a frame and the next frame is not already
 // complete in its read buffer, and at least every 64 frames, so a burst of
-// small frames is acknowledged with one ACK. Send completions are delivered
-// per path in post order. There is no ordering between paths.
+// small frames is acknowledged with one ACK; a WRITE WITH IMM is
+// acknowledged only once its receive completion is in the receive queue
+// (see RNR above), and a NAK is sent only once every earlier frame could
+// be acknowledged. Send completions are delivered per path in post order.
+// There is no ordering between paths.
 //
 // # Failure semantics
 //

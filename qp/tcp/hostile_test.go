@@ -1,6 +1,7 @@
 package tcp_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -8,11 +9,14 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/mptx-dev/mptx/qp"
 	"github.com/mptx-dev/mptx/qp/tcp"
 	"github.com/mptx-dev/mptx/qp/tcp/internal/leak"
+	"github.com/mptx-dev/mptx/units"
 )
 
 // Hostile peers: what a peer without the secret, or one with it that
@@ -81,6 +85,100 @@ func TestHugeRegionRefused(t *testing.T) {
 		}
 		if !errors.Is(err, tcp.ErrProtocol) {
 			t.Errorf("Dial to a receiver advertising a %d-byte region: %v; want ErrProtocol", region, err)
+		}
+	}
+}
+
+// TestPausedReceiverStallsSender: the receiver's driver stops polling for
+// 2 s, eight times the paths' retry timeout, while the sender has 64 MiB of
+// WRITE WITH IMM outstanding on one path and the receive queue holds 4
+// completions. As with RNR on an RC queue pair, the sender stalls (its
+// work requests stay outstanding) and its path survives: once the receiver
+// polls again every write completes with StatusOK, every immediate arrives
+// in order and the region holds the sent bytes.
+func TestPausedReceiverStallsSender(t *testing.T) {
+	leak.Check(t)
+	const n, size = 64, units.MiB
+	p := newPair(t, n*size, pairOpts{paths: make([]tcp.PathConfig, 1), maxWR: n, recvQueue: 4, retry: 250 * time.Millisecond})
+	fill(p.send, 3)
+	w := newWaiter(t, p)
+	wrs := make([]qp.SendWR, n)
+	for i := range wrs {
+		wrs[i] = qp.SendWR{ID: uint64(i + 1), Op: qp.OpWriteImm, Local: units.Bytes(i) * size, Remote: units.Bytes(i) * size, Len: size, Imm: uint32(i)}
+	}
+	w.post(0, wrs...)
+	// The receiver does not poll; the sender's completions are collected
+	// meanwhile, so a failing path would show up as error statuses.
+	pause := time.Now().Add(2 * time.Second)
+	for time.Now().Before(pause) {
+		k, err := p.conn.Poll(w.buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.send = append(w.send, w.buf[:k]...)
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(w.send) > 4 {
+		t.Errorf("%d writes completed at the sender while the receiver held 4 completions and polled none; want at most 4 (RNR-like back-pressure)", len(w.send))
+	}
+	w.until("every completion", func() bool { return len(w.send) == n && len(w.recv) == n })
+	for i, c := range w.send {
+		if c.Status != qp.StatusOK {
+			t.Fatalf("send completion %d (WR %d) = %v after the receiver paused; want ok (statuses %v)", i, c.ID, c.Status, w.sendStatuses())
+		}
+	}
+	for i, c := range w.recv {
+		if c.Imm != uint32(i) || c.Bytes != size {
+			t.Fatalf("receive completion %d: imm %d, %d bytes; want imm %d, %d bytes", i, c.Imm, c.Bytes, i, size)
+		}
+	}
+	if !bytes.Equal(p.recv.Region(), p.send) {
+		t.Error("the receive region differs from the sent bytes")
+	}
+}
+
+// TestNAKWaitsForHeldCompletions: five writes land while the receive queue
+// (2 entries) is full, then a write outside the region. The NAK, which
+// acknowledges every earlier write, waits until the driver has polled
+// their completions: the sender first sees only what fitted, and after the
+// receiver polls, five successes and the remote access error.
+func TestNAKWaitsForHeldCompletions(t *testing.T) {
+	leak.Check(t)
+	const size = 4096
+	p := newPair(t, 8*size, pairOpts{paths: make([]tcp.PathConfig, 1), maxWR: 16, recvQueue: 2})
+	w := newWaiter(t, p)
+	for i := 0; i < 5; i++ {
+		w.post(0, qp.SendWR{ID: uint64(i + 1), Op: qp.OpWriteImm, Local: units.Bytes(i) * size, Remote: units.Bytes(i) * size, Len: size, Imm: uint32(i)})
+	}
+	w.post(0, qp.SendWR{ID: 6, Op: qp.OpWriteImm, Local: 0, Remote: 8 * size, Len: 1, Imm: 99})
+	deadline := time.Now().Add(10 * time.Second)
+	for p.recv.PathBytes(0) < 5*size {
+		if time.Now().After(deadline) {
+			t.Fatalf("the receiver applied %d bytes, want %d", p.recv.PathBytes(0), 5*size)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for {
+		k, err := p.conn.Poll(w.buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k == 0 {
+			break
+		}
+		w.send = append(w.send, w.buf[:k]...)
+	}
+	if len(w.send) > 2 {
+		t.Errorf("the sender completed %v before the receiver polled; want at most the 2 writes whose completions were queued", w.sendStatuses())
+	}
+	w.until("every completion", func() bool { return len(w.send) == 6 && len(w.recv) == 5 })
+	want := []qp.Status{qp.StatusOK, qp.StatusOK, qp.StatusOK, qp.StatusOK, qp.StatusOK, qp.StatusRemoteAccess}
+	if got := w.sendStatuses(); !slices.Equal(got, want) {
+		t.Errorf("send statuses %v, want %v", got, want)
+	}
+	for i, c := range w.recv {
+		if c.Imm != uint32(i) {
+			t.Errorf("receive completion %d has imm %d, want %d", i, c.Imm, i)
 		}
 	}
 }

@@ -34,9 +34,9 @@ type ListenConfig struct {
 	// (their ACKs); 0 means DefaultRetryTimeout, negative the kernel's.
 	RetryTimeout time.Duration
 	// RecvQueue is each Receiver's completion queue depth (1..1<<20); 0
-	// means DefaultRecvQueue. A reader that finds it full waits for Poll,
-	// which pushes back on the sender through TCP flow control (as an RNR
-	// wait would).
+	// means DefaultRecvQueue. While it is full the Receiver withholds the
+	// ACKs of further WRITE WITH IMMs, which stalls the sender as RNR
+	// would, without stalling TCP (see Receiver, Back-pressure).
 	RecvQueue int
 	// MaxPending bounds the path connections that are authenticating or
 	// waiting for Accept (1..65536); 0 means DefaultMaxPending. Further

@@ -37,6 +37,7 @@ type pairOpts struct {
 	recvQueue    int
 	handshake    time.Duration // ListenConfig.HandshakeTimeout
 	resetTimeout time.Duration // DialConfig.ResetTimeout
+	retry        time.Duration // RetryTimeout of both ends
 }
 
 // newPair connects a Conn with len(o.paths) paths (3 if nil) to a Receiver
@@ -47,7 +48,7 @@ func newPair(t testing.TB, region units.Bytes, o pairOpts) *pair {
 	if o.paths == nil {
 		o.paths = make([]tcp.PathConfig, 3)
 	}
-	ln, err := tcp.Listen("127.0.0.1:0", tcp.ListenConfig{Secret: secret, RecvQueue: o.recvQueue, HandshakeTimeout: o.handshake})
+	ln, err := tcp.Listen("127.0.0.1:0", tcp.ListenConfig{Secret: secret, RecvQueue: o.recvQueue, HandshakeTimeout: o.handshake, RetryTimeout: o.retry})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func newPair(t testing.TB, region units.Bytes, o pairOpts) *pair {
 		ch <- res{r, err}
 	}()
 	send := make([]byte, region)
-	c, err := tcp.Dial(ctx, ln.Addr().String(), tcp.DialConfig{Secret: secret, Paths: o.paths, SendRegion: send, MaxSendWR: o.maxWR, ResetTimeout: o.resetTimeout})
+	c, err := tcp.Dial(ctx, ln.Addr().String(), tcp.DialConfig{Secret: secret, Paths: o.paths, SendRegion: send, MaxSendWR: o.maxWR, ResetTimeout: o.resetTimeout, RetryTimeout: o.retry})
 	a := <-ch
 	if a.r != nil {
 		t.Cleanup(func() { a.r.Close() })
