@@ -92,6 +92,21 @@
 // Receiver is closed without an answer. A newer rejoin of a path
 // supersedes one still waiting.
 //
+// # Admission
+//
+// Peers without the secret can still open connections, and a listener
+// must not let them crowd out a sender that has it. Every path connection
+// gets HandshakeTimeout to complete steps 1–3. The listener holds at most
+// ListenConfig.MaxPending connections that Accept has not taken yet, and
+// at most MaxPendingPerSource unauthenticated ones from one IPv4 address
+// or IPv6 /64. When it is full, a new connection evicts the oldest
+// unauthenticated connection among the sources holding the most, if they
+// hold more than the newcomer's source; otherwise the newcomer is closed.
+// A sender authenticates each path within a round trip, so idle
+// connections (slowloris) from a few sources cost the attacker its own
+// connections, not the sender's (qp/internal/admit has the details and
+// the limits).
+//
 // Data frames are neither encrypted nor authenticated (neither are RoCEv2
 // packets): the handshake keeps unauthenticated peers from writing memory,
 // not an on-path attacker. Use the TCP fallback on networks you trust, or

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
@@ -180,5 +181,83 @@ func TestNAKWaitsForHeldCompletions(t *testing.T) {
 		if c.Imm != uint32(i) {
 			t.Errorf("receive completion %d has imm %d, want %d", i, c.Imm, i)
 		}
+	}
+}
+
+// idle opens n TCP connections to addr from the loopback source address
+// src and leaves them idle: a peer that never sends its proof. It waits
+// until the listener has sent its hello on each (it is then holding the
+// connection) or closed it, and returns how many the listener holds.
+func idle(t *testing.T, addr string, src netip.Addr, n int) int {
+	t.Helper()
+	held := 0
+	for i := 0; i < n; i++ {
+		d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0))}
+		nc, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		hello := make([]byte, 38)
+		if _, err := io.ReadFull(nc, hello); err == nil {
+			held++
+		}
+	}
+	return held
+}
+
+// TestIdleConnectionsCannotLockOut: peers without the secret open idle
+// connections until the listener holds MaxPending (8) of them, or as many
+// as their source may hold. A sender that knows the secret still connects
+// at once: a source may hold only MaxPendingPerSource unauthenticated
+// connections, and when the listener is full a newcomer evicts an
+// unauthenticated connection of the source that holds the most.
+func TestIdleConnectionsCannotLockOut(t *testing.T) {
+	cases := []struct {
+		name      string
+		sources   int
+		perSource int // ListenConfig.MaxPendingPerSource
+		wantHeld  int // idle connections the listener keeps, -1: not checked
+	}{
+		{"one source, per-source cap", 1, 4, 4},
+		{"one source fills the listener", 1, 8, 8},
+		{"four sources fill the listener", 4, 0, -1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			leak.Check(t)
+			ln, err := tcp.Listen("127.0.0.1:0", tcp.ListenConfig{Secret: secret, MaxPending: 8, MaxPendingPerSource: tc.perSource})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { ln.Close() })
+			held := 0
+			for s := 0; s < tc.sources; s++ {
+				held += idle(t, ln.Addr().String(), netip.AddrFrom4([4]byte{127, 0, 0, byte(2 + s)}), 8/tc.sources+1)
+			}
+			if tc.wantHeld >= 0 && held != tc.wantHeld {
+				t.Errorf("the listener took %d idle connections from one source; want %d", held, tc.wantHeld)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			accepted := make(chan error, 1)
+			go func() {
+				r, err := ln.Accept(ctx, make([]byte, 64))
+				if err == nil {
+					r.Close()
+				}
+				accepted <- err
+			}()
+			local := netip.MustParseAddr("127.0.0.1")
+			c, err := tcp.Dial(ctx, ln.Addr().String(), tcp.DialConfig{Secret: secret, Paths: []tcp.PathConfig{{Local: local}, {Local: local}}})
+			if err != nil {
+				t.Fatalf("Dial while peers hold idle connections: %v", err)
+			}
+			c.Close()
+			if err := <-accepted; err != nil {
+				t.Fatalf("Accept: %v", err)
+			}
+		})
 	}
 }
