@@ -60,7 +60,8 @@ type PathConfig struct {
 
 // DialConfig configures Dial.
 type DialConfig struct {
-	// Secret is the shared secret, at least MinSecret bytes.
+	// Secret is the shared secret, at least MinSecret random bytes (see
+	// Secrets in the package doc).
 	Secret []byte
 	// Paths has one entry per path (1..MaxPaths); a zero PathConfig dials
 	// Dial's address from a kernel-chosen source.
@@ -119,7 +120,7 @@ type Conn struct {
 	isClosed   atomic.Bool
 
 	// What Reset needs to dial a path again.
-	secret       []byte
+	key          []byte       // the handshake key (deriveKey)
 	remotes      []string     // per path
 	pcfgs        []PathConfig // per path
 	rqpns        []uint32     // the receiver's QPN per path
@@ -224,6 +225,10 @@ func Dial(ctx context.Context, addr string, cfg DialConfig) (*Conn, error) {
 	if err := cfg.validate(addr); err != nil {
 		return nil, err
 	}
+	key, err := deriveKey(cfg.Secret)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.MaxSendWR == 0 {
 		cfg.MaxSendWR = DefaultMaxSendWR
 	}
@@ -270,14 +275,14 @@ func Dial(ctx context.Context, addr string, cfg DialConfig) (*Conn, error) {
 		_ = tc.SetDeadline(deadline)
 		stops = append(stops, context.AfterFunc(ctx, func() { _ = tc.SetDeadline(time.Unix(1, 0)) }))
 		binds[i] = binding{id: id, index: uint16(i), count: uint16(n)}
-		if err := clientHello(ctx, tc, cfg.Secret, &binds[i]); err != nil {
+		if err := clientHello(ctx, tc, key, &binds[i]); err != nil {
 			return fail(err)
 		}
 	}
 	var region uint64
 	rqpn := make([]uint32, n)
 	for i, tc := range conns {
-		r, q, err := clientVerdict(ctx, tc, cfg.Secret, &binds[i])
+		r, q, err := clientVerdict(ctx, tc, key, &binds[i])
 		if err != nil {
 			return fail(err)
 		}
@@ -301,7 +306,7 @@ func Dial(ctx context.Context, addr string, cfg DialConfig) (*Conn, error) {
 		id: id, region: cfg.SendRegion, regionSize: units.Bytes(region), maxWR: cfg.MaxSendWR,
 		infos: make([]qp.PathInfo, n), paths: make([]*sendPath, n),
 		notify: make(chan struct{}, 1), done: make(chan struct{}),
-		secret: append([]byte(nil), cfg.Secret...), remotes: remotes,
+		key: key, remotes: remotes,
 		pcfgs: append([]PathConfig(nil), cfg.Paths...), rqpns: rqpn,
 		retryTimeout: cfg.RetryTimeout, resetTimeout: cfg.ResetTimeout,
 	}

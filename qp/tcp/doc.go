@@ -44,14 +44,17 @@
 //
 // Listen opens a listener; Dial opens N TCP connections to it (one per
 // path, each possibly to its own address) and authenticates each one with an
-// HMAC-SHA256 challenge-response (RFC 2104) over a shared secret, in both
-// directions. All integers are big endian.
+// HMAC-SHA256 challenge-response (RFC 2104) in both directions. The HMAC
+// key is not the shared secret itself but k = HKDF-SHA256(secret, salt
+// "mptx-tcp/2", info "handshake tags"), 32 bytes (RFC 5869), which binds
+// it to this protocol: the verbs bootstrap derives a different key from
+// the same secret. All integers are big endian.
 //
-//  1. receiver → sender, 38 bytes: magic "MPTT", version u16 (1),
+//  1. receiver → sender, 38 bytes: magic "MPTT", version u16 (2),
 //     nonceS [32] (random).
 //  2. sender → receiver, 84 bytes: nonceC [32] (random), connection id [16]
 //     (random, the same on every path of one Conn), path index u16, path
-//     count u16, tag [32] = HMAC(secret, "mptx-tcp/1 client" ‖ nonceS ‖
+//     count u16, tag [32] = HMAC(k, "mptx-tcp/2 client" ‖ nonceS ‖
 //     nonceC ‖ id ‖ index ‖ count).
 //  3. The receiver checks the tag in constant time. On a mismatch it writes
 //     the reject byte 0x5A and closes: the peer learned two nonces and
@@ -59,19 +62,31 @@
 //     match it parks the connection until all count paths of id have
 //     arrived and Listener.Accept has been given a region for them.
 //  4. receiver → sender, 45 bytes per path: accept byte 0xA5, region size
-//     u64, receiver QPN u32, tag [32] = HMAC(secret, "mptx-tcp/1 server" ‖
-//     nonceC ‖ nonceS ‖ id ‖ index ‖ count ‖ region ‖ QPN). The sender
-//     checks the tag, so it never sends data to a receiver that does not
-//     know the secret, and checks that every path reports the same region
-//     size.
+//     u64 (at most 2^63-1), receiver QPN u32, tag [32] = HMAC(k,
+//     "mptx-tcp/2 server" ‖ nonceC ‖ nonceS ‖ id ‖ index ‖ count ‖ region
+//     ‖ QPN). The sender checks the tag, so it never sends data to a
+//     receiver that does not know the secret, and checks that every path
+//     reports the same region size.
+//
+// # Secrets
+//
+// The secret must be random, not a password: at least 128 bits of
+// entropy, such as 16 or more bytes from a cryptographic random source
+// (32 recommended; `head -c 32 /dev/urandom | base64` makes one).
+// MinSecret checks only the length. Anyone who sees one handshake (an
+// eavesdropper, or a fake receiver that a sender dials: the sender sends
+// its tag in step 2 before it can check the receiver's) can test guesses
+// of the secret offline against the tag, at the speed of HKDF and HMAC,
+// which have no work factor; a secret with less entropy than a brute
+// force can exhaust gives no protection.
 //
 // # Rejoin
 //
 // Conn.Reset brings one path back after it failed (see Failure semantics):
 // the sender opens a new TCP connection for the path to the same address
 // and runs the same four steps on it, with the same connection id, path
-// index and count, but with the labels "mptx-tcp/1 rejoin client" (step 2)
-// and "mptx-tcp/1 rejoin server" (step 4) in place of the join labels, so
+// index and count, but with the labels "mptx-tcp/2 rejoin client" (step 2)
+// and "mptx-tcp/2 rejoin server" (step 4) in place of the join labels, so
 // that a rejoin proof can never pass for a join proof or the other way
 // round. The nonces are fresh, so a recorded proof cannot be replayed. The
 // Listener that accepted the connection checks the tag against both labels

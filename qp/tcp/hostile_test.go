@@ -3,6 +3,7 @@ package tcp_test
 import (
 	"bytes"
 	"context"
+	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
@@ -23,12 +24,19 @@ import (
 // Hostile peers: what a peer without the secret, or one with it that
 // misbehaves, can do to the other end (issue 14).
 
-// authKey is the HMAC key both ends derive from secret (package doc,
-// Handshake).
-func authKey(secret []byte) []byte { return secret }
+// authKey is the HMAC key both ends derive from secret, as the package
+// doc's Handshake section says: HKDF-SHA256 (RFC 5869) with salt
+// "mptx-tcp/2" and info "handshake tags", 32 bytes.
+func authKey(secret []byte) []byte {
+	k, err := hkdf.Key(sha256.New, secret, []byte("mptx-tcp/2"), "handshake tags", 32)
+	if err != nil {
+		panic(err)
+	}
+	return k
+}
 
 // serverProof is step 4's message for one path: accept byte ‖ region ‖ QPN
-// ‖ HMAC(key, "mptx-tcp/1 server" ‖ nonceC ‖ nonceS ‖ id ‖ index ‖ count ‖
+// ‖ HMAC(key, "mptx-tcp/2 server" ‖ nonceC ‖ nonceS ‖ id ‖ index ‖ count ‖
 // region ‖ QPN), following the package doc's byte layout.
 func serverProof(key, nonceS, nonceC, id []byte, index, count uint16, region uint64, qpn uint32) []byte {
 	var rest [16]byte
@@ -37,7 +45,7 @@ func serverProof(key, nonceS, nonceC, id []byte, index, count uint16, region uin
 	binary.BigEndian.PutUint64(rest[4:], region)
 	binary.BigEndian.PutUint32(rest[12:], qpn)
 	m := hmac.New(sha256.New, key)
-	m.Write([]byte("mptx-tcp/1 server"))
+	m.Write([]byte("mptx-tcp/2 server"))
 	m.Write(nonceC)
 	m.Write(nonceS)
 	m.Write(id)
@@ -66,7 +74,7 @@ func TestHugeRegionRefused(t *testing.T) {
 			}
 			defer nc.Close()
 			nonceS := make([]byte, 32)
-			nc.Write(append([]byte("MPTT\x00\x01"), nonceS...))
+			nc.Write(append([]byte("MPTT\x00\x02"), nonceS...))
 			buf := make([]byte, 84)
 			if _, err := io.ReadFull(nc, buf); err != nil {
 				return

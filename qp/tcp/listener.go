@@ -29,7 +29,8 @@ const (
 
 // ListenConfig configures Listen.
 type ListenConfig struct {
-	// Secret is the shared secret, at least MinSecret bytes.
+	// Secret is the shared secret, at least MinSecret random bytes (see
+	// Secrets in the package doc).
 	Secret []byte
 	// HandshakeTimeout bounds steps 1–3 of the handshake on each accepted
 	// connection, how long the paths of one connection may take to
@@ -63,6 +64,7 @@ type ListenConfig struct {
 type Listener struct {
 	ln    *net.TCPListener
 	cfg   ListenConfig
+	key   []byte      // the handshake key (deriveKey)
 	ready chan *group // complete groups, cap MaxPending (never blocks)
 	done  chan struct{}
 	wg    sync.WaitGroup
@@ -93,6 +95,10 @@ type pendingPath struct {
 // see Addr).
 func Listen(addr string, cfg ListenConfig) (*Listener, error) {
 	if err := checkSecret(cfg.Secret); err != nil {
+		return nil, err
+	}
+	key, err := deriveKey(cfg.Secret)
+	if err != nil {
 		return nil, err
 	}
 	if cfg.HandshakeTimeout < 0 {
@@ -127,7 +133,7 @@ func Listen(addr string, cfg ListenConfig) (*Listener, error) {
 		return nil, fmt.Errorf("tcp: %w", err)
 	}
 	l := &Listener{
-		ln: ln.(*net.TCPListener), cfg: cfg,
+		ln: ln.(*net.TCPListener), cfg: cfg, key: key,
 		ready: make(chan *group, cfg.MaxPending), done: make(chan struct{}),
 		pending: map[ConnID]*group{}, conns: map[*net.TCPConn]struct{}{},
 		recvs: map[ConnID]*Receiver{},
@@ -243,7 +249,7 @@ func (l *Listener) handshake(nc *net.TCPConn) {
 	deadline := time.Now().Add(l.cfg.HandshakeTimeout)
 	_ = nc.SetDeadline(deadline)
 	var b binding
-	if err := serverHello(nc, l.cfg.Secret, &b); err != nil {
+	if err := serverHello(nc, l.key, &b); err != nil {
 		l.drop(nc)
 		return
 	}
@@ -409,7 +415,7 @@ func (l *Listener) accept(ctx context.Context, g *group, region []byte) (*Receiv
 		qpn := nextQPN()
 		_ = pp.conn.SetDeadline(deadline)
 		stop := context.AfterFunc(ctx, func() { _ = pp.conn.SetDeadline(time.Unix(1, 0)) })
-		err := serverAccept(pp.conn, l.cfg.Secret, &pp.b, uint64(len(region)), qpn)
+		err := serverAccept(pp.conn, l.key, &pp.b, uint64(len(region)), qpn)
 		if !stop() && err == nil {
 			err = ctx.Err()
 		}

@@ -409,7 +409,7 @@ func (r *Receiver) rejoin(l *Listener, nc *net.TCPConn, b *binding, deadline tim
 	r.wg.Add(1)
 	go p.readLoop(nc, p.exited)
 	r.mu.Unlock()
-	if err := serverAccept(nc, l.cfg.Secret, b, uint64(len(r.region)), p.qpn); err != nil {
+	if err := serverAccept(nc, l.key, b, uint64(len(r.region)), p.qpn); err != nil {
 		nc.Close() // the reader exits and the path is down again
 		return true
 	}

@@ -594,7 +594,7 @@ func TestImpostorReceiver(t *testing.T) {
 			return
 		}
 		defer nc.Close()
-		hello := append([]byte("MPTT\x00\x01"), make([]byte, 32)...)
+		hello := append([]byte("MPTT\x00\x02"), make([]byte, 32)...)
 		nc.Write(hello)
 		buf := make([]byte, 84)
 		io.ReadFull(nc, buf)
@@ -641,8 +641,8 @@ func TestHalfOpenExpires(t *testing.T) {
 	nonceC := bytes.Repeat([]byte{7}, 32)
 	id := bytes.Repeat([]byte{9}, 16)
 	indexCount := []byte{0, 0, 0, 2} // path 0 of 2
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte("mptx-tcp/1 client"))
+	m := hmac.New(sha256.New, authKey(secret))
+	m.Write([]byte("mptx-tcp/2 client"))
 	m.Write(nonceS)
 	m.Write(nonceC)
 	m.Write(id)
