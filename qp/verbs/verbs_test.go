@@ -130,6 +130,23 @@ func TestConfigErrorsNameField(t *testing.T) {
 	if _, err := (ListenConfig{Secret: make([]byte, 16), SRQDepth: 3}).withDefaults(units.MiB); err == nil || !strings.Contains(err.Error(), "SRQDepth = 3, want 16..") {
 		t.Errorf("ListenConfig SRQDepth: %v", err)
 	}
+	for _, c := range []struct {
+		cfg  ListenConfig
+		want string
+	}{
+		{ListenConfig{HandshakeTimeout: -time.Second}, "HandshakeTimeout = -1s"},
+		{ListenConfig{MaxPending: 1 << 17}, "MaxPending = 131072"},
+		{ListenConfig{MaxPending: 4, MaxPendingPerSource: 5}, "MaxPendingPerSource = 5"},
+	} {
+		c.cfg.Secret = make([]byte, 16)
+		if _, err := c.cfg.withDefaults(units.MiB); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ListenConfig %+v: %v; want an error naming %q", c.cfg, err, c.want)
+		}
+	}
+	lc, err := (ListenConfig{Secret: make([]byte, 16), MaxPending: 4}).withDefaults(units.MiB)
+	if err != nil || lc.HandshakeTimeout != bootstrap.DefaultHandshakeTimeout || lc.MaxPendingPerSource != 4 {
+		t.Errorf("ListenConfig defaults = %+v, %v; want HandshakeTimeout %v, MaxPendingPerSource 4 (capped by MaxPending)", lc, err, bootstrap.DefaultHandshakeTimeout)
+	}
 	if _, err := (HostConfig{PoolSize: -1}).withDefaults(); err == nil || !strings.Contains(err.Error(), "PoolSize = -1") {
 		t.Errorf("HostConfig PoolSize: %v", err)
 	}
