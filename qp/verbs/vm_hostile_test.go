@@ -143,10 +143,10 @@ func TestVMSilentSenderDropped(t *testing.T) {
 	if !strings.Contains(rejects[0].Error(), "Ready") {
 		t.Errorf("OnReject(silent sender) = %v; want it to name the missing Ready", rejects[0])
 	}
+	// Its Dial may even return: Ready is its last word, and it meets the
+	// receiver's Abort at its next exchange.
 	close(release)
-	if err := <-silent; err == nil {
-		t.Error("the silent sender's Dial succeeded after the receiver dropped it")
-	}
+	<-silent
 	c, err := sh.Dial(ctx, ln.Addr().String(), DialConfig{Secret: testSecret, Send: send, RTTProbes: -1})
 	if err != nil {
 		t.Fatalf("Dial after the silent sender: %v", err)
