@@ -207,11 +207,13 @@
 // from one driver goroutine; inside, each path has a writer goroutine
 // (which batches every WR posted since its last write into one writev) and
 // a reader goroutine (which turns ACKs into completions); Reset waits for
-// the failed connection's pair to end before it starts the new one. The Receiver has one reader
-// goroutine per path, which applies frames and writes ACKs. Completions pass
-// through mutex-protected rings; Poll never blocks, and Notify returns a
-// channel that receives a value when completions may be ready (mptx.Loop's
-// Wake). A rejoin runs on the Listener's goroutine for that connection.
+// the failed connection's pair to end before it starts the new one. The
+// Receiver has one reader goroutine per path, which applies frames and
+// writes ACKs, and one acker per path, which writes the ACKs that Poll
+// releases under back-pressure (the reader may be blocked reading).
+// Completions pass through mutex-protected rings (qp/internal/cqring);
+// Poll never blocks, and Notify returns a channel that receives a value
+// when completions may be ready (mptx.Loop's Wake). A rejoin runs on the Listener's goroutine for that connection.
 // Close stops and waits for every goroutine. Steady-state post and
 // poll allocate nothing.
 //

@@ -155,6 +155,7 @@ func (e *enc) u8(v uint8)   { e.b = append(e.b, v) }
 func (e *enc) u16(v uint16) { e.b = binary.BigEndian.AppendUint16(e.b, v) }
 func (e *enc) u32(v uint32) { e.b = binary.BigEndian.AppendUint32(e.b, v) }
 func (e *enc) u64(v uint64) { e.b = binary.BigEndian.AppendUint64(e.b, v) }
+
 // maxString is the longest string a message carries, in bytes; longer
 // ones are cut when encoded and refused when decoded.
 const maxString = 1024
