@@ -700,6 +700,9 @@ func TestConfigErrors(t *testing.T) {
 	if _, err := tcp.Listen("127.0.0.1:0", tcp.ListenConfig{Secret: secret, RecvQueue: -1}); err == nil || !strings.Contains(err.Error(), "RecvQueue = -1") {
 		t.Errorf("Listen with RecvQueue -1: %v", err)
 	}
+	if _, err := tcp.Listen("127.0.0.1:0", tcp.ListenConfig{Secret: secret, MaxPending: 4, MaxPendingPerSource: 5}); err == nil || !strings.Contains(err.Error(), "MaxPendingPerSource = 5 (valid: 0 for 16, or 1..MaxPending = 4)") {
+		t.Errorf("Listen with MaxPendingPerSource above MaxPending: %v", err)
+	}
 }
 
 // TestCloseWhileBusy closes both sides in the middle of a stream of large
