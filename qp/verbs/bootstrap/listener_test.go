@@ -3,6 +3,9 @@ package bootstrap
 import (
 	"bytes"
 	"context"
+	"crypto/hkdf"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"net"
@@ -265,5 +268,54 @@ func TestListenConfigErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Listen(%+v) = %v; want an error naming %q", c.cfg, err, c.want)
 		}
+	}
+}
+
+// TestProofFollowsDoc builds the client's step 2 by hand as the package
+// doc describes it, keyed with HKDF-SHA256(secret, salt "mptx/2", info
+// "handshake tags") rather than the secret, and checks that a server
+// accepts it and answers with the documented server proof.
+func TestProofFollowsDoc(t *testing.T) {
+	cc, sc := pair(t)
+	done := make(chan error, 1)
+	go func() {
+		s, err := Server(context.Background(), sc, secretA)
+		if err == nil {
+			s.Close()
+		}
+		done <- err
+	}()
+	_ = cc.SetDeadline(time.Now().Add(10 * time.Second))
+	hello := make([]byte, 4+2+32)
+	if _, err := io.ReadFull(cc, hello); err != nil {
+		t.Fatal(err)
+	}
+	if string(hello[:4]) != "MPTX" || hello[4] != 0 || hello[5] != 2 {
+		t.Fatalf("hello %x, want MPTX version 2", hello[:6])
+	}
+	nonceS, nonceC := hello[6:], bytes.Repeat([]byte{0x42}, 32)
+	k, err := hkdf.Key(sha256.New, secretA, []byte("mptx/2"), "handshake tags", 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sign := func(label string, a, b []byte) []byte {
+		m := hmac.New(sha256.New, k)
+		m.Write([]byte(label))
+		m.Write(a)
+		m.Write(b)
+		return m.Sum(nil)
+	}
+	if _, err := cc.Write(append(append([]byte(nil), nonceC...), sign("mptx/2 client", nonceS, nonceC)...)); err != nil {
+		t.Fatal(err)
+	}
+	verdict := make([]byte, 1+32)
+	if _, err := io.ReadFull(cc, verdict); err != nil {
+		t.Fatalf("reading the verdict: %v (the server rejected the documented proof?)", err)
+	}
+	if verdict[0] != 0xA5 || !hmac.Equal(verdict[1:], sign("mptx/2 server", nonceC, nonceS)) {
+		t.Fatalf("verdict %x; want the accept byte and HMAC(k, \"mptx/2 server\" ‖ nonceC ‖ nonceS)", verdict)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Server: %v", err)
 	}
 }
