@@ -22,7 +22,7 @@ budget=${FUZZ_BUDGET:-120s}
 # package<TAB>target for every fuzz target.
 mapfile -t targets < <(
   go list -f '{{.ImportPath}} {{.Dir}}' $pkgs | while read -r imp dir; do
-    grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u |
+    { grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null || true; } | sed 's/^func //' | sort -u |
       while read -r fn; do printf '%s\t%s\n' "$imp" "$fn"; done
   done
 )
