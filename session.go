@@ -200,19 +200,19 @@ func (c *ctrlConn) read() (bootstrap.Type, []byte, error) {
 // Listener accepts sessions. Its methods are safe for concurrent use.
 type Listener struct {
 	cfg   Config
-	ln    net.Listener
+	bl    *bootstrap.Listener
 	ready chan *Session
 	done  chan struct{}
 	wg    sync.WaitGroup
-	mu    sync.Mutex
-	conns map[net.Conn]struct{} // authenticating
 }
 
 // Listen listens for sessions on the TCP address addr (host:port; port 0
 // picks one). Every accepted session is a receiving end: tensors sent by
-// its dialer arrive through Session.Recv. Sessions are authenticated and
-// set up concurrently, each within cfg.Timeout, so a peer that connects
-// and stays silent delays no one.
+// its dialer arrive through Session.Recv. Peers are authenticated
+// concurrently, each step under its own deadline (Config.Timeout), with
+// source-fair admission (package bootstrap's Listener: a peer that
+// connects and stays silent, or many such peers from one source, cannot
+// keep a real sender out).
 func Listen(addr string, cfg Config) (*Listener, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -220,64 +220,48 @@ func Listen(addr string, cfg Config) (*Listener, error) {
 	if cfg.Accept == 0 {
 		cfg.Accept = 64
 	}
-	ln, err := net.Listen("tcp", addr)
+	bl, err := bootstrap.Listen(addr, bootstrap.ListenConfig{Secret: cfg.Secret, HandshakeTimeout: cfg.timeout(), AppHello: true})
 	if err != nil {
-		return nil, fmt.Errorf("mptx: listen %s: %w", addr, err)
+		return nil, fmt.Errorf("mptx: %w", err)
 	}
-	l := &Listener{cfg: cfg, ln: ln, ready: make(chan *Session, cfg.Accept), done: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	l := &Listener{cfg: cfg, bl: bl, ready: make(chan *Session, cfg.Accept), done: make(chan struct{})}
 	l.wg.Add(1)
 	go l.acceptLoop()
 	return l, nil
 }
 
 // Addr returns the listener's address.
-func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
+func (l *Listener) Addr() net.Addr { return l.bl.Addr() }
+
+// Rejected returns how many peers were refused before a session started
+// (authentication, protocol, silence, or room; see bootstrap.Listener).
+func (l *Listener) Rejected() int { return l.bl.Rejected() }
 
 func (l *Listener) acceptLoop() {
 	defer l.wg.Done()
 	for {
-		c, err := l.ln.Accept()
+		bs, t, hello, err := l.bl.AcceptApp(context.Background())
 		if err != nil {
 			return
 		}
-		l.mu.Lock()
-		select {
-		case <-l.done:
-			l.mu.Unlock()
-			c.Close()
-			return
-		default:
-		}
-		if len(l.conns) >= 4*cap(l.ready) {
-			l.mu.Unlock()
-			c.Close() // too many half-open sessions: shed load
-			continue
-		}
-		l.conns[c] = struct{}{}
 		l.wg.Add(1)
-		l.mu.Unlock()
-		go l.serve(c)
+		go l.serve(bs, t, hello)
 	}
 }
 
-// serve authenticates c and sets up its session; failures close c.
-func (l *Listener) serve(c net.Conn) {
+// serve sets the session up; failures close it.
+func (l *Listener) serve(bs *bootstrap.Session, t bootstrap.Type, hello []byte) {
 	defer l.wg.Done()
-	defer func() {
-		l.mu.Lock()
-		delete(l.conns, c)
-		l.mu.Unlock()
-	}()
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.timeout())
 	defer cancel()
-	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
-	defer stop()
-	bs, err := bootstrap.Server(ctx, c, l.cfg.Secret)
-	if err != nil {
-		c.Close()
-		return
+	stop := context.AfterFunc(ctx, func() { bs.Close() })
+	s, err := acceptSession(ctx, bs, t, hello, l.cfg)
+	if !stop() {
+		err = fmt.Errorf("mptx: session set-up took longer than Config.Timeout %v", l.cfg.timeout())
+		if s != nil {
+			s.end(err)
+		}
 	}
-	s, err := acceptSession(ctx, bs, l.cfg)
 	if err != nil {
 		bs.SendAbort(context.Background(), err.Error())
 		bs.Close()
@@ -304,19 +288,13 @@ func (l *Listener) Accept(ctx context.Context) (*Session, error) {
 
 // Close stops listening and closes the sessions not yet accepted.
 func (l *Listener) Close() error {
-	l.mu.Lock()
 	select {
 	case <-l.done:
-		l.mu.Unlock()
 		return nil
 	default:
 	}
 	close(l.done)
-	err := l.ln.Close()
-	for c := range l.conns {
-		c.Close()
-	}
-	l.mu.Unlock()
+	err := l.bl.Close()
 	l.wg.Wait()
 	for {
 		select {
@@ -387,6 +365,9 @@ func (s *Session) Close() error {
 	case <-s.done:
 		return nil
 	default:
+	}
+	if s.rcv != nil {
+		s.rcv.waitReceipts(s.cfg.timeout())
 	}
 	_ = s.ctrl.send(msgBye, nil)
 	s.end(ErrSessionClosed)

@@ -68,12 +68,51 @@ type recvSide struct {
 	mu      sync.Mutex
 	closed  bool
 	busy    time.Duration
+	// receipts counts checks in progress (their Receipt not yet sent);
+	// Close waits for them, so a sender is never told "closed" for a
+	// tensor the receiving application already has.
+	rmu      sync.Mutex
+	rcond    *sync.Cond
+	receipts int
+}
+
+func (rs *recvSide) receiptStart() {
+	rs.rmu.Lock()
+	rs.receipts++
+	rs.rmu.Unlock()
+}
+
+func (rs *recvSide) receiptDone() {
+	rs.rmu.Lock()
+	rs.receipts--
+	rs.rcond.Broadcast()
+	rs.rmu.Unlock()
+}
+
+// waitReceipts waits until every Receipt in progress was sent, at most d
+// (a check whose tensor cannot be queued, Recv's queue being full, would
+// wait for ever).
+func (rs *recvSide) waitReceipts(d time.Duration) {
+	expired := false
+	t := time.AfterFunc(d, func() {
+		rs.rmu.Lock()
+		expired = true
+		rs.rcond.Broadcast()
+		rs.rmu.Unlock()
+	})
+	defer t.Stop()
+	rs.rmu.Lock()
+	for rs.receipts > 0 && !expired {
+		rs.rcond.Wait()
+	}
+	rs.rmu.Unlock()
 }
 
 func newRecvSide(s *Session, recv qp.Receiver, region []byte) (*recvSide, error) {
 	rs := &recvSide{s: s, recv: recv, region: region, alloc: newRangeAlloc(units.Bytes(len(region))),
 		clock: vtime.NewMonotonic(), cmds: make(chan func(), 1024), kick: make(chan struct{}, 1),
 		offers: map[multipath.TransferID]*incomingTensor{}, out: make(chan any, chunk.MaxSlots)}
+	rs.rcond = sync.NewCond(&rs.rmu)
 	if n, ok := recv.(qp.Notifier); ok {
 		rs.wake = n.Notify()
 	}
@@ -258,21 +297,26 @@ func (rs *recvSide) onDone(id multipath.TransferID, _ vtime.Time, err error) {
 	data := rs.region[in.off : in.off+size : in.off+size]
 	t := &Tensor{ID: id, Name: in.offer.Name, Data: data, Offset: in.off, CRC32C: in.offer.CRC32C, Took: time.Since(in.at), r: rs}
 	check := !rs.s.cfg.NoChecksum && in.offer.CRC32C != 0
+	rs.receiptStart()
 	go func() {
+		defer rs.receiptDone()
 		var err error
 		if check {
 			if got := chunk.CRC32C(data); got != in.offer.CRC32C {
 				err = fmt.Errorf("CRC32C %#08x of the received bytes, the sender's is %#08x", got, in.offer.CRC32C)
 			}
 		}
-		r := idMsg{ID: uint64(id), Err: errText(err)}
-		_ = rs.s.ctrl.send(msgReceipt, r.marshal())
+		// Queue the tensor (or its failure) before the Receipt, so that
+		// a sender who closes as soon as Send returns cannot end the
+		// session before Recv can have it.
 		if err != nil {
 			rs.do(func() { rs.freeRange(in.off, size) })
 			rs.push(&TransferError{ID: id, Name: in.offer.Name, Err: err})
-			return
+		} else {
+			rs.push(t)
 		}
-		rs.push(t)
+		r := idMsg{ID: uint64(id), Err: errText(err)}
+		_ = rs.s.ctrl.send(msgReceipt, r.marshal())
 	}()
 }
 
@@ -376,11 +420,7 @@ func (rs *recvSide) shutdown(error) {
 
 // acceptSession runs the receiver's half of the session handshake on an
 // authenticated control channel.
-func acceptSession(ctx context.Context, bs *bootstrap.Session, cfg Config) (*Session, error) {
-	t, payload, err := bs.ReadApp(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("mptx: waiting for Hello: %w", err)
-	}
+func acceptSession(ctx context.Context, bs *bootstrap.Session, t bootstrap.Type, payload []byte, cfg Config) (*Session, error) {
 	if t != msgHello {
 		return nil, fmt.Errorf("mptx: got message %d, want Hello", t)
 	}
@@ -414,6 +454,7 @@ func acceptSession(ctx context.Context, bs *bootstrap.Session, cfg Config) (*Ses
 	}
 	s := &Session{cfg: cfg, ctrl: &ctrlConn{s: bs, timeout: cfg.timeout()}, done: make(chan struct{}), peers: bs.RemoteAddr().String()}
 	var recv qp.Receiver
+	var err error
 	if tr == transportTCP {
 		s.tr = TransportTCP
 		recv, err = acceptTCP(ctx, bs, int(h.Paths), region, &cfg)

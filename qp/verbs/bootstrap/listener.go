@@ -51,6 +51,12 @@ type ListenConfig struct {
 	// was refused for room (ErrBusy). It is called from the Listener's
 	// goroutines, possibly concurrently, and must not block.
 	OnReject func(remote net.Addr, err error)
+	// AppHello makes the Listener serve a layer above the bootstrap
+	// (mptx sessions): the client's first frame after authentication must
+	// be an application frame (TypeApp and up), read under
+	// HandshakeTimeout like an Offer, and AcceptApp (not Accept) returns
+	// it uninterpreted.
+	AppHello bool
 }
 
 // Listener accepts authenticated control connections. Unlike a loop of
@@ -89,6 +95,8 @@ type Listener struct {
 type offered struct {
 	s     *Session
 	offer *Offer
+	t     Type      // AppHello: the first frame's type
+	hello []byte    // AppHello: its payload
 	at    time.Time // when it was ready
 }
 
@@ -151,29 +159,54 @@ func (l *Listener) Rejected() int {
 // net.ErrClosed once the Listener is closed. The Session is the caller's
 // to close.
 func (l *Listener) Accept(ctx context.Context) (*Session, *Offer, error) {
+	if l.cfg.AppHello {
+		return nil, nil, fmt.Errorf("bootstrap: Accept on an AppHello listener (use AcceptApp)")
+	}
+	o, err := l.next(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return o.s, o.offer, nil
+}
+
+// AcceptApp waits for the next authenticated client of an AppHello
+// listener and returns its session with the type and payload of its first
+// frame.
+func (l *Listener) AcceptApp(ctx context.Context) (*Session, Type, []byte, error) {
+	if !l.cfg.AppHello {
+		return nil, 0, nil, fmt.Errorf("bootstrap: AcceptApp on a listener without ListenConfig.AppHello")
+	}
+	o, err := l.next(ctx)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	return o.s, o.t, o.hello, nil
+}
+
+func (l *Listener) next(ctx context.Context) (offered, error) {
 	for {
 		var o offered
 		select {
 		case o = <-l.ready:
 		case <-ctx.Done():
-			return nil, nil, ctx.Err()
+			return offered{}, ctx.Err()
 		case <-l.done:
-			return nil, nil, fmt.Errorf("bootstrap: Accept: %w", net.ErrClosed)
+			return offered{}, fmt.Errorf("bootstrap: Accept: %w", net.ErrClosed)
 		}
 		l.mu.Lock()
 		if l.closed {
 			l.mu.Unlock()
-			return nil, nil, fmt.Errorf("bootstrap: Accept: %w", net.ErrClosed)
+			return offered{}, fmt.Errorf("bootstrap: Accept: %w", net.ErrClosed)
 		}
 		l.release(o.s.conn)
 		delete(l.sessions, o.s)
 		l.mu.Unlock()
 		if time.Since(o.at) > l.cfg.HandshakeTimeout {
 			o.s.Close()
-			l.reject(o.s.RemoteAddr(), fmt.Errorf("bootstrap: the Offer waited %v for Accept (HandshakeTimeout %v)", time.Since(o.at).Round(time.Millisecond), l.cfg.HandshakeTimeout))
+			l.reject(o.s.RemoteAddr(), fmt.Errorf("bootstrap: the first message waited %v for Accept (HandshakeTimeout %v)", time.Since(o.at).Round(time.Millisecond), l.cfg.HandshakeTimeout))
 			continue
 		}
-		return o.s, o.offer, nil
+		return o, nil
 	}
 }
 
@@ -307,7 +340,17 @@ func (l *Listener) handshake(c net.Conn) {
 	l.sessions[s] = struct{}{}
 	l.mu.Unlock()
 	octx, ocancel := context.WithTimeout(ctx, l.cfg.HandshakeTimeout)
-	offer, err := s.RecvOffer(octx)
+	var offer *Offer
+	var t Type
+	var hello []byte
+	if l.cfg.AppHello {
+		t, hello, err = s.ReadApp(octx)
+		if err == nil && t < TypeApp {
+			err = fmt.Errorf("%w: got %s, want an application frame", ErrProtocol, t)
+		}
+	} else {
+		offer, err = s.RecvOffer(octx)
+	}
 	ocancel()
 	if err != nil {
 		l.mu.Lock()
@@ -322,6 +365,6 @@ func (l *Listener) handshake(c net.Conn) {
 		s.Close()
 		return
 	}
-	l.ready <- offered{s: s, offer: offer, at: time.Now()}
+	l.ready <- offered{s: s, offer: offer, t: t, hello: hello, at: time.Now()}
 	l.mu.Unlock()
 }
