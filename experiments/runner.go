@@ -6,14 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/schollz/progressbar/v3"
 )
@@ -153,6 +157,10 @@ func (r *Runner) Execute(ctx context.Context, runs []Run) (*Report, error) {
 				res, err := safeRun(ctx, r.Run, run)
 				if err == nil {
 					res.Row.WallMs = wallMs(time.Since(t0))
+					if res.Objective == nil && run.Spec.Objective.Metric != "" {
+						o := run.Spec.Objective
+						res.Objective = &o
+					}
 					if r.Dir != "" {
 						err = SaveResult(RunPath(r.Dir, run.Hash), res)
 					}
@@ -234,20 +242,70 @@ func SaveResult(path string, res *Result) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-// LoadResult reads a result written by SaveResult.
+// MaxResultBytes bounds a run result file that LoadResult reads.
+const MaxResultBytes = 512 << 20
+
+// LoadResult reads a result written by SaveResult. It trusts nothing in
+// the file: the size is bounded (MaxResultBytes), and a result whose
+// hash, scenario name, sweep parameters or series could not have come
+// from a run (a hash that is not 16 hex digits, a scenario name that is
+// not a safe file name such as "../x", traces whose times and values
+// differ in length) is an error naming the file and the field, so that
+// merge, plot and report never write outside their output directory or
+// crash on it.
 func LoadResult(path string) (*Result, error) {
-	data, err := os.ReadFile(path)
+	data, err := readLimited(path, MaxResultBytes)
 	if err != nil {
 		return nil, err
 	}
 	var res Result
 	if err := json.Unmarshal(data, &res); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: not a run result: %w", path, err)
 	}
-	if res.Row.Hash == "" {
-		return nil, fmt.Errorf("%s: not a run result (no hash)", path)
+	if err := res.validate(); err != nil {
+		return nil, fmt.Errorf("%s: not a run result: %w", path, err)
 	}
 	return &res, nil
+}
+
+var hashRE = regexp.MustCompile(`^[0-9a-f]{16}$`)
+
+var paramKinds = []string{ParamSize, ParamRate, ParamDuration, ParamNumber, ParamHosts, ParamText}
+
+// validate checks what LoadResult must not trust.
+func (res *Result) validate() error {
+	r := &res.Row
+	if !hashRE.MatchString(r.Hash) {
+		return fmt.Errorf("row.hash = %q: want 16 hex digits", clip(r.Hash, 40))
+	}
+	if !ValidName(r.Scenario) {
+		return fmt.Errorf("row.scenario = %q: want a scenario name (lower-case letters, digits, - and _, at most 64)", clip(r.Scenario, 40))
+	}
+	if len(r.Policy) > 256 || !utf8.ValidString(r.Policy) {
+		return fmt.Errorf("row.policy: want a label of at most 256 bytes of UTF-8")
+	}
+	if len(r.Params) > 64 {
+		return fmt.Errorf("row.params: %d parameters; at most 64", len(r.Params))
+	}
+	for i, p := range r.Params {
+		if segs, ok := parsePath(p.Name); !ok || pathString(segs) != p.Name || !slices.Contains(paramKinds, p.Kind) ||
+			len(p.Value) > 256 || len(p.Label) > 256 || math.IsNaN(p.X) || math.IsInf(p.X, 0) {
+			return fmt.Errorf("row.params[%d]: want {name: a spec path, value, label (at most 256 bytes each), kind: one of %s, x: a number}", i, strings.Join(paramKinds, ", "))
+		}
+	}
+	if s := res.Series; s != nil {
+		for _, ts := range [][]Trace{s.Throughput, s.Queues, s.Window, s.Rate} {
+			if len(ts) > 4096 {
+				return fmt.Errorf("series: %d traces; at most 4096", len(ts))
+			}
+			for _, t := range ts {
+				if len(t.T) != len(t.V) {
+					return fmt.Errorf("series trace %q: %d times but %d values", clip(t.Name, 40), len(t.T), len(t.V))
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // LoadResults reads every run result under each dir's runs/ folder,

@@ -351,3 +351,32 @@ func (g *Graph) nodeNames() string {
 	}
 	return fmt.Sprintf("hosts h0…h%d, switches %v", g.Hosts[len(g.Hosts)-1], sws)
 }
+
+// Unreachable returns a host that host cannot reach (through switches
+// only; paths never transit a host), and ok = true when there is none.
+// One breadth-first search: O(nodes + links).
+func (g *Graph) Unreachable(host int) (int, bool) {
+	seen := make([]bool, len(g.Nodes))
+	s := g.HostNode[host]
+	seen[s] = true
+	queue := []int{s}
+	for len(queue) > 0 {
+		n := queue[0]
+		queue = queue[1:]
+		if n != s && !g.Nodes[n].Switch {
+			continue
+		}
+		for _, li := range g.adj[n] {
+			if o := g.other(li, n); !seen[o] {
+				seen[o] = true
+				queue = append(queue, o)
+			}
+		}
+	}
+	for _, h := range g.Hosts {
+		if !seen[g.HostNode[h]] {
+			return h, false
+		}
+	}
+	return 0, true
+}
