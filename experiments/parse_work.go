@@ -324,7 +324,7 @@ func (v *validator) failureTarget(field, t string) error {
 	case "link":
 		a, b, ok := v.g.SplitLink(rest)
 		if !ok {
-			return v.fail(field, t, fmt.Sprintf("want link:A-B naming two nodes (%s), e.g. link:leaf0-spine1", v.g.nodeNames()))
+			return v.fail(field, t, fmt.Sprintf("want link:A-B naming two nodes (%s), e.g. link:leaf0-spine1", v.g.NodeNames()))
 		}
 		if _, ok := v.g.FindLink(a, b); !ok {
 			return v.fail(field, t, fmt.Sprintf("%s and %s are not linked", a, b))
@@ -334,7 +334,7 @@ func (v *validator) failureTarget(field, t string) error {
 		host, port, hasPort := strings.Cut(rest, ".")
 		i, ok := v.g.Node(host)
 		if !ok || v.g.Nodes[i].Switch {
-			return v.fail(field, t, fmt.Sprintf("no host %q (%s)", host, v.g.nodeNames()))
+			return v.fail(field, t, fmt.Sprintf("no host %q (%s)", host, v.g.NodeNames()))
 		}
 		if hasPort {
 			p, err := strconv.Atoi(port)
