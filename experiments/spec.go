@@ -99,6 +99,15 @@ type Param struct {
 	X    float64 `json:"x"`
 }
 
+// Display is the value as tables and plots show it: a host set's size
+// (an incast degree), the value as written otherwise.
+func (p Param) Display() string {
+	if p.Kind == ParamHosts {
+		return strconv.FormatFloat(p.X, 'g', -1, 64)
+	}
+	return p.Value
+}
+
 // Param kinds: what Param.X measures.
 const (
 	ParamSize     = "size"     // bytes

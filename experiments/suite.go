@@ -153,6 +153,11 @@ func Sweep(ctx context.Context, specs []*Spec, o SweepOptions) (*SweepReport, er
 	if o.Run == nil {
 		o.Run = SimRun
 	}
+	if o.Out != "" {
+		if err := SaveSpecs(o.Out, specs); err != nil {
+			return nil, err
+		}
+	}
 	r := &Runner{Run: o.Run, Workers: o.Workers, Dir: o.Out, Shard: o.Shard, Progress: o.Progress, Force: o.Force}
 	rep, err := r.Execute(ctx, runs)
 	sr := &SweepReport{Runs: len(runs), Report: rep}
@@ -183,10 +188,29 @@ func Merge(out string, dirs []string, plots bool) ([]ScenarioSummary, int, error
 		return nil, 0, err
 	}
 	for _, r := range rs {
-		p := RunPath(out, r.Row.Hash)
+		p := RunPath(out, r.Row.Hash) // a validated hash: 16 hex digits
 		if _, err := os.Stat(p); err != nil {
 			if err := SaveResult(p, r); err != nil {
 				return nil, 0, err
+			}
+		}
+	}
+	// The shards' spec copies, for the report (valid names only).
+	for _, d := range dirs {
+		files, _ := filepath.Glob(filepath.Join(d, "specs", "*.yaml"))
+		for _, f := range files {
+			name := strings.TrimSuffix(filepath.Base(f), ".yaml")
+			dst := specPath(out, name)
+			if !ValidName(name) || filepath.Clean(f) == filepath.Clean(dst) {
+				continue
+			}
+			if data, err := readLimited(f, MaxSpecBytes); err == nil {
+				if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+					return nil, 0, err
+				}
+				if err := os.WriteFile(dst, data, 0o644); err != nil {
+					return nil, 0, err
+				}
 			}
 		}
 	}

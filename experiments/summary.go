@@ -114,6 +114,16 @@ func paramsKey(ps []Param) string {
 	return strings.Join(parts, ", ")
 }
 
+// pointLabel shows a sweep point for people ("switch buffer = 1MiB,
+// incast degree = 16").
+func pointLabel(ps []Param) string {
+	var parts []string
+	for _, x := range ps {
+		parts = append(parts, x.Label+" = "+x.Display())
+	}
+	return strings.Join(parts, ", ")
+}
+
 // ScenarioSummary is the comparison of one scenario: a PolicySummary per
 // (sweep point, policy).
 type ScenarioSummary struct {
@@ -297,7 +307,19 @@ func Cell(st Stat, scale float64) string {
 	if st.N < 2 || st.HalfWidth() == 0 {
 		return m
 	}
-	return m + " ± " + num(st.HalfWidth()/scale)
+	return m + " ± " + numHW(st.HalfWidth()/scale)
+}
+
+// numHW formats an interval's half width: like num, with two significant
+// digits below 0.01 (so a tight interval does not read as ± 0.00).
+func numHW(x float64) string {
+	switch {
+	case x >= 0.01:
+		return num(x)
+	case x < 0.001:
+		return "<0.001"
+	}
+	return strconv.FormatFloat(x, 'f', 4, 64)
 }
 
 // TableMetrics returns the metrics the scenario's table shows (background
@@ -335,7 +357,7 @@ func (s *ScenarioSummary) Table(w io.Writer) {
 		p := &s.Policies[i]
 		var cells []string
 		for _, x := range p.Params {
-			cells = append(cells, x.Value)
+			cells = append(cells, x.Display())
 		}
 		cells = append(cells, p.Policy, fmt.Sprintf("%d/%d", p.Completed, p.Flows))
 		for _, m := range ms {
@@ -540,7 +562,7 @@ func (s *ScenarioSummary) VerdictLines() []string {
 	var out []string
 	for _, pt := range s.Points() {
 		line := s.Judge(pt).Line()
-		if k := pt[0].Point(); k != "" {
+		if k := pointLabel(pt[0].Params); k != "" {
 			line = k + ": " + line
 		}
 		out = append(out, line)
