@@ -55,14 +55,14 @@ func SimRun(ctx context.Context, run Run) (*Result, error) {
 const wireOverhead = sim.DataHeaders + sim.WireOverhead
 
 type simRun struct {
-	ctx    context.Context
-	run    Run
-	spec   *Spec
-	g      *Graph
-	w      *sim.World
-	net    *sim.Network
-	top    *topo.Topology // Host(id), Cables by graph link index
-	tr     *Traffic
+	ctx  context.Context
+	run  Run
+	spec *Spec
+	g    *Graph
+	w    *sim.World
+	net  *sim.Network
+	top  *topo.Topology // Host(id), Cables by graph link index
+	tr   *Traffic
 
 	conns  []*simConn
 	connOf map[connKey]*simConn
