@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 )
 
 // RunFunc executes one run. It is called from several goroutines at once
@@ -129,21 +130,7 @@ func (r *Runner) Execute(ctx context.Context, runs []Run) (*Report, error) {
 	}
 	workers = min(workers, max(len(todo), 1))
 
-	var bar *progressbar.ProgressBar
-	if r.Progress != nil && len(todo) > 0 {
-		bar = progressbar.NewOptions(len(todo),
-			progressbar.OptionSetWriter(r.Progress),
-			progressbar.OptionSetDescription(fmt.Sprintf("%d runs on %d workers", len(todo), workers)),
-			progressbar.OptionShowCount(),
-			progressbar.OptionSetPredictTime(true),
-			progressbar.OptionSetElapsedTime(true),
-			progressbar.OptionShowElapsedTimeOnFinish(),
-			progressbar.OptionThrottle(200*time.Millisecond),
-			progressbar.OptionSetWidth(30),
-			progressbar.OptionOnCompletion(func() { fmt.Fprintln(r.Progress) }),
-		)
-	}
-
+	prog := newProgress(r.Progress, len(todo), workers)
 	jobs := make(chan int)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -173,8 +160,8 @@ func (r *Runner) Execute(ctx context.Context, runs []Run) (*Report, error) {
 					rep.Ran++
 				}
 				mu.Unlock()
-				if bar != nil {
-					_ = bar.Add(1)
+				if err == nil || ctx.Err() == nil {
+					prog.add()
 				}
 			}
 		}()
@@ -189,9 +176,7 @@ feed:
 	}
 	close(jobs)
 	wg.Wait()
-	if bar != nil {
-		_ = bar.Finish()
-	}
+	prog.finish(ctx.Err() != nil)
 	// Drop the holes failed or cancelled runs left.
 	kept := rep.Results[:0]
 	for _, res := range rep.Results {
@@ -202,6 +187,83 @@ feed:
 	rep.Results = kept
 	rep.Wall = time.Since(start)
 	return rep, ctx.Err()
+}
+
+// progress reports a sweep's progress: a bar with ETA on a terminal,
+// otherwise (a log file, a CI job, a pipe) a plain line every 10% or 30 s,
+// never carriage returns. An interrupted sweep stops where it is; it never
+// jumps to 100%.
+type progress struct {
+	w     io.Writer
+	bar   *progressbar.ProgressBar
+	total int
+	start time.Time
+
+	mu        sync.Mutex
+	done      int
+	lastLine  time.Time
+	lastShown int
+}
+
+func newProgress(w io.Writer, total, workers int) *progress {
+	p := &progress{w: w, total: total, start: time.Now(), lastLine: time.Now()}
+	if w == nil || total == 0 {
+		return p
+	}
+	desc := fmt.Sprintf("%d runs on %d workers", total, workers)
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.bar = progressbar.NewOptions(total,
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetDescription(desc),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionSetElapsedTime(true),
+			progressbar.OptionShowElapsedTimeOnFinish(),
+			progressbar.OptionThrottle(200*time.Millisecond),
+			progressbar.OptionSetWidth(30),
+		)
+		return p
+	}
+	fmt.Fprintf(w, "%s\n", desc)
+	return p
+}
+
+func (p *progress) add() {
+	if p.w == nil {
+		return
+	}
+	if p.bar != nil {
+		_ = p.bar.Add(1)
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done++
+	now := time.Now()
+	if p.done < p.total && (p.done-p.lastShown)*10 < p.total && now.Sub(p.lastLine) < 30*time.Second {
+		return
+	}
+	p.lastShown, p.lastLine = p.done, now
+	el := now.Sub(p.start)
+	line := fmt.Sprintf("%d/%d runs (%d%%), %s elapsed", p.done, p.total, 100*p.done/p.total, FormatWall(el))
+	if p.done < p.total {
+		eta := time.Duration(float64(el) / float64(p.done) * float64(p.total-p.done))
+		line += ", about " + FormatWall(eta) + " left"
+	}
+	fmt.Fprintln(p.w, line)
+}
+
+// finish ends the bar: complete, or (interrupted) left where it stopped.
+func (p *progress) finish(interrupted bool) {
+	if p.bar == nil {
+		return
+	}
+	if interrupted {
+		_ = p.bar.Exit()
+	} else {
+		_ = p.bar.Finish()
+	}
+	fmt.Fprintln(p.w)
 }
 
 // safeRun calls f, turning a panic into an error carrying the stack.

@@ -39,12 +39,6 @@ func SuiteNames() []string {
 	return names
 }
 
-// SuiteReadme returns a shipped suite's README.
-func SuiteReadme(name string) (string, bool) {
-	b, err := suitesFS.ReadFile(path.Join("suites", name, "README.md"))
-	return string(b), err == nil
-}
-
 // LoadSuite parses every spec of a shipped suite, in file-name order.
 func LoadSuite(name string) ([]*Spec, error) {
 	dir := path.Join("suites", name)
@@ -78,6 +72,11 @@ func LoadSpecs(args []string) (string, []*Spec, error) {
 	var specs []*Spec
 	for _, a := range args {
 		st, statErr := os.Stat(a)
+		// A bare name that is both a shipped suite and a local file or
+		// directory is ambiguous: say so rather than pick one silently.
+		if statErr == nil && slices.Contains(SuiteNames(), a) && !strings.ContainsAny(a, `/\.`) {
+			return "", nil, &SpecError{File: a, Msg: fmt.Sprintf("both a shipped suite and a local %s; write ./%s for the local one, or run from another directory for the suite", kindOf(st), a)}
+		}
 		switch {
 		case statErr == nil && st.IsDir():
 			files, _ := filepath.Glob(filepath.Join(a, "*.yaml"))
@@ -119,6 +118,13 @@ func LoadSpecs(args []string) (string, []*Spec, error) {
 		name = strings.TrimSuffix(filepath.Base(args[0]), filepath.Ext(args[0]))
 	}
 	return name, specs, nil
+}
+
+func kindOf(st os.FileInfo) string {
+	if st.IsDir() {
+		return "directory"
+	}
+	return "file"
 }
 
 // SweepOptions configures Sweep.

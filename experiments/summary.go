@@ -528,7 +528,11 @@ func (v Verdict) Line() string {
 		b.WriteString("No policy qualifies")
 	} else {
 		st := v.Best.Stat(v.Objective.Metric)
-		fmt.Fprintf(&b, "Best: **%s** (%s, %d seeds)", v.Best.Policy, Cell(st, scale), st.N)
+		seeds := "seeds"
+		if st.N == 1 {
+			seeds = "seed"
+		}
+		fmt.Fprintf(&b, "Best: **%s** (%s, %d %s)", v.Best.Policy, Cell(st, scale), st.N, seeds)
 		if v.RunnerUp != nil {
 			r := v.RunnerUp.Stat(v.Objective.Metric)
 			fmt.Fprintf(&b, "; runner-up %s (%s)", v.RunnerUp.Policy, Cell(r, scale))
