@@ -220,6 +220,8 @@ func verdictTable(id string, s *ScenarioSummary) *reportTable {
 			diff = "one seed: cannot tell"
 		case v.WithinNoise:
 			diff = "within noise"
+		case math.Abs(v.RunnerUp.Stat(s.Objective.Metric).Mean-v.Best.Stat(s.Objective.Metric).Mean) <= 0.001*math.Abs(v.Best.Stat(s.Objective.Metric).Mean):
+			diff = "beyond noise, under 0.1%"
 		default:
 			diff = "beyond noise"
 		}

@@ -541,6 +541,8 @@ func (v Verdict) Line() string {
 				b.WriteString(": one seed, so noise cannot be told from difference")
 			case v.WithinNoise:
 				b.WriteString(": **within noise** (Welch t test, 95%)")
+			case math.Abs(r.Mean-st.Mean) <= 0.001*math.Abs(st.Mean):
+				b.WriteString(": worse beyond noise (Welch t test, 95%), but by under 0.1%")
 			default:
 				b.WriteString(": worse beyond noise (Welch t test, 95%)")
 			}
