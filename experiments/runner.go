@@ -301,6 +301,10 @@ func SaveResult(path string, res *Result) error {
 		os.Remove(tmp.Name())
 		return err
 	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil { // CreateTemp makes 0600; shards share results
+		os.Remove(tmp.Name())
+		return err
+	}
 	return os.Rename(tmp.Name(), path)
 }
 
@@ -320,12 +324,22 @@ func LoadResult(path string) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	res, err := DecodeResult(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return res, nil
+}
+
+// DecodeResult decodes and validates a result file's contents (see
+// LoadResult).
+func DecodeResult(data []byte) (*Result, error) {
 	var res Result
 	if err := json.Unmarshal(data, &res); err != nil {
-		return nil, fmt.Errorf("%s: not a run result: %w", path, err)
+		return nil, fmt.Errorf("not a run result: %s", clip(err.Error(), 200))
 	}
 	if err := res.validate(); err != nil {
-		return nil, fmt.Errorf("%s: not a run result: %w", path, err)
+		return nil, fmt.Errorf("not a run result: %w", err)
 	}
 	return &res, nil
 }

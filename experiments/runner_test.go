@@ -271,3 +271,28 @@ func TestWriteOutputs(t *testing.T) {
 		}
 	}
 }
+
+// TestFiguresOddSeries draws figures from results a hostile or broken
+// file could hold (one point, huge and negative values, equal times, no
+// flows) without panicking.
+func TestFiguresOddSeries(t *testing.T) {
+	s := mustParse(t, runnerSpec)
+	run := Expand(s)[0]
+	odd := [][]Trace{
+		{{Name: "one", T: []float64{5}, V: []float64{1}}},
+		{{Name: "huge", T: []float64{0, 1e300}, V: []float64{-1e300, 1e300}}},
+		{{Name: "flat", T: []float64{3, 3, 3}, V: []float64{0, 0, 0}}},
+		{{Name: "neg", T: []float64{-10, -5, 0}, V: []float64{-1, -2, -3}}},
+		{},
+	}
+	for i, tr := range odd {
+		row := NewRow(run)
+		flows := []FlowResult{{ID: 1, Class: ClassTensor, FCTNs: int64(1e18), IdealNs: 1, Done: i%2 == 0}}
+		row.Summarise(flows)
+		res := &Result{Row: row, Flows: flows, Series: &Series{Throughput: tr, Queues: tr, Rate: tr, Window: tr}}
+		sums := Summarise([]*Result{res})
+		if _, err := Figures(&sums[0], []*Result{res}); err != nil {
+			t.Logf("case %d: %v", i, err)
+		}
+	}
+}

@@ -159,9 +159,12 @@ func yamlSyntaxError(file string, err error) error {
 // ([ {) inside each other, block sequence entries (- - -) on one line, or
 // indentation past MaxDepth × 8 columns.
 func tooDeep(toks token.Tokens) (pos, string) {
-	flow, line, entries := 0, 0, 0
+	flow, line, entries, prev := 0, 0, 0, -1
 	for _, t := range toks {
 		p := tokPos(t)
+		// The first token of a line sits at its indentation.
+		first := p.line != prev
+		prev = p.line
 		switch t.Type {
 		case token.SequenceStartType, token.MappingStartType:
 			if flow++; flow > MaxDepth {
@@ -177,7 +180,7 @@ func tooDeep(toks token.Tokens) (pos, string) {
 				return p, fmt.Sprintf("nested too deep: more than %d block entries (- or ?) on one line", MaxDepth)
 			}
 		}
-		if p.col > 8*MaxDepth {
+		if first && p.col > 8*MaxDepth {
 			return p, fmt.Sprintf("nested too deep: indented past column %d", 8*MaxDepth)
 		}
 	}
