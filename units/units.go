@@ -14,8 +14,8 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 	"time"
+	"unicode/utf8"
 )
 
 // Bytes is a count of bytes. It is signed so that differences are natural;
