@@ -331,15 +331,19 @@ func LoadResult(path string) (*Result, error) {
 	return res, nil
 }
 
+// ErrNotResult is the error (wrapped) of a file that is not a valid run
+// result.
+var ErrNotResult = errors.New("not a run result")
+
 // DecodeResult decodes and validates a result file's contents (see
 // LoadResult).
 func DecodeResult(data []byte) (*Result, error) {
 	var res Result
 	if err := json.Unmarshal(data, &res); err != nil {
-		return nil, fmt.Errorf("not a run result: %s", clip(err.Error(), 200))
+		return nil, fmt.Errorf("%w: %s", ErrNotResult, clip(err.Error(), 200))
 	}
 	if err := res.validate(); err != nil {
-		return nil, fmt.Errorf("not a run result: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrNotResult, err)
 	}
 	return &res, nil
 }

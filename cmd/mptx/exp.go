@@ -37,10 +37,11 @@ const (
 	exitInterrupted = 130
 )
 
-// specError turns a spec problem into bad input (exit status 2).
+// specError turns a spec problem, or a file that is not a run result,
+// into bad input (exit status 2).
 func specError(err error) error {
 	var se *experiments.SpecError
-	if errors.As(err, &se) {
+	if errors.As(err, &se) || errors.Is(err, experiments.ErrNotResult) {
 		return usageError{err}
 	}
 	return err
@@ -189,7 +190,7 @@ func incomplete(results []*experiments.Result) error {
 	if flows == 0 {
 		return nil
 	}
-	return exitError{fmt.Errorf("%d tensor flows in %d runs did not complete (%d failed, %d unfinished at stop.time)%s", flows, runs, failed, flows-failed, first), exitIncomplete}
+	return exitError{fmt.Errorf("%d tensor flows in %d run(s) did not complete (%d failed, %d unfinished at stop.time)%s", flows, runs, failed, flows-failed, first), exitIncomplete}
 }
 
 // printRuns lists the runs a sweep would make.
@@ -280,7 +281,7 @@ summary.md and its plots there.`,
 			}
 			sums, n, err := experiments.Merge(out, dirs, !noPlots)
 			if err != nil {
-				return err
+				return specError(err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "merged %d runs into %s\n", n, out)
 			printSummaries(cmd.OutOrStdout(), sums, out)
@@ -303,7 +304,7 @@ func expPlotCmd() *cobra.Command {
 			}
 			sums, n, err := experiments.Merge(args[0], args, true)
 			if err != nil {
-				return err
+				return specError(err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "redrew %d runs in %s\n", n, args[0])
 			printSummaries(cmd.OutOrStdout(), sums, args[0])
@@ -331,7 +332,7 @@ every sweep.`,
 			}
 			_, n, err := experiments.Merge(args[0], args, !noPlots)
 			if err != nil {
-				return err
+				return specError(err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "report of %d runs: %s\n", n, filepath.Join(args[0], experiments.ReportFile))
 			return nil

@@ -202,7 +202,7 @@ func TestExpRunProgressNotTerminal(t *testing.T) {
 func TestExpRunIncompleteFlows(t *testing.T) {
 	spec := writeSpec(t, strings.Replace(tinySpec, "seeds: [1, 2]", "seeds: [1]\nstop: {time: 20us}\nsample: {interval: 10us}", 1))
 	got, err := execute(t, expCmd, "run", spec, "-q", "--no-plots", "--out", filepath.Join(t.TempDir(), "out"))
-	if exitCode(err) != 3 || !strings.Contains(err.Error(), "tensor flows in 2 runs did not complete") {
+	if exitCode(err) != 3 || !strings.Contains(err.Error(), "tensor flows in 2 run(s) did not complete") {
 		t.Fatalf("error %v (exit %d), want exit 3 naming the incomplete flows\n%s", err, exitCode(err), got)
 	}
 	if !strings.Contains(got, "| dcqcn |") {
