@@ -631,4 +631,3 @@ func traceXY(t Trace, scale float64) plotter.XYs {
 	}
 	return xy
 }
-
