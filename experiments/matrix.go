@@ -102,13 +102,15 @@ type Run struct {
 // Label is the run's policy label within its spec.
 func (r Run) Label() string { return r.Policy.Label(&r.Spec.Matrix) }
 
-// Expand returns the spec's runs: every policy point × every seed, seeds
-// innermost, hashed.
+// Expand returns the spec's runs: every sweep point × every policy point ×
+// every seed, seeds innermost, hashed. A run's Spec is its sweep point.
 func Expand(s *Spec) []Run {
 	var runs []Run
-	for _, p := range s.Matrix.Policies() {
-		for _, seed := range s.Seeds {
-			runs = append(runs, Run{Spec: s, Policy: p, Seed: seed, Index: len(runs), Hash: RunHash(s, p, seed)})
+	for _, pt := range s.Points() {
+		for _, p := range pt.Matrix.Policies() {
+			for _, seed := range pt.Seeds {
+				runs = append(runs, Run{Spec: pt, Policy: p, Seed: seed, Index: len(runs), Hash: RunHash(pt, p, seed)})
+			}
 		}
 	}
 	return runs
@@ -116,16 +118,23 @@ func Expand(s *Spec) []Run {
 
 // RunHash is the hex SHA-256 (first 16 digits) of the canonical JSON of
 // everything that determines a run's result: ModelVersion, the resolved
-// scenario (with the contents, not the paths, of files it read), the policy
-// point and the seed. The description, the rest of the matrix and the
-// other seeds are not part of it, so growing a matrix keeps finished runs.
+// scenario (with the contents, not the paths, of files it read), the
+// swept parameters' values, the policy point and the seed. The
+// description, the objective, the rest of the matrix and sweep and the
+// other seeds are not part of it, so growing a matrix or a sweep keeps
+// finished runs.
 func RunHash(s *Spec, p Policy, seed int64) string {
+	var sweep []string
+	for _, x := range s.Params {
+		sweep = append(sweep, x.Name+"="+x.Value)
+	}
 	b, err := json.Marshal(struct {
-		Model    string `json:"model"`
-		Scenario *Spec  `json:"scenario"`
-		Policy   Policy `json:"policy"`
-		Seed     int64  `json:"seed"`
-	}{ModelVersion, s, p, seed})
+		Model    string   `json:"model"`
+		Scenario *Spec    `json:"scenario"`
+		Sweep    []string `json:"sweep,omitempty"`
+		Policy   Policy   `json:"policy"`
+		Seed     int64    `json:"seed"`
+	}{ModelVersion, s, sweep, p, seed})
 	if err != nil {
 		panic("experiments: BUG: spec does not marshal: " + err.Error())
 	}

@@ -1,6 +1,7 @@
 package experiments
 
 import (
+	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -29,6 +31,9 @@ type Row struct {
 	ChunkBytes int64  `json:"chunk_bytes"`
 	Pacing     bool   `json:"pacing"`
 	PathPolicy string `json:"path_policy"`
+	// Params are the run's sweep point. In results.csv and results.jsonl
+	// each is its own column (Param.Column), placed here.
+	Params []Param `json:"params,omitempty"`
 
 	Flows     int `json:"flows"`
 	Completed int `json:"completed"`
@@ -110,10 +115,13 @@ type Series struct {
 
 // Result is everything one run produces.
 type Result struct {
-	Row         Row          `json:"row"`
-	Description string       `json:"description,omitempty"`
-	Flows       []FlowResult `json:"flows"`
-	Series      *Series      `json:"series,omitempty"`
+	Row         Row    `json:"row"`
+	Description string `json:"description,omitempty"`
+	// Objective is the spec's objective when the run was made (summaries
+	// rank by it; it is not part of the run's hash).
+	Objective *Objective   `json:"objective,omitempty"`
+	Flows     []FlowResult `json:"flows"`
+	Series    *Series      `json:"series,omitempty"`
 }
 
 // Version is this build's identity for rows: ModelVersion plus the module
@@ -138,7 +146,7 @@ func NewRow(r Run) Row {
 	return Row{
 		Scenario: r.Spec.Name, Hash: r.Hash, Seed: r.Seed, Version: Version(), Index: r.Index,
 		Policy: r.Label(), CC: r.Policy.CC, Paths: r.Policy.Paths, ChunkBytes: int64(r.Policy.Chunk),
-		Pacing: r.Policy.Pacing, PathPolicy: r.Policy.PathPolicy,
+		Pacing: r.Policy.Pacing, PathPolicy: r.Policy.PathPolicy, Params: slices.Clone(r.Spec.Params),
 	}
 }
 
@@ -218,38 +226,109 @@ func SortResults(rs []*Result) {
 	})
 }
 
-// WriteJSONL writes one JSON row per line.
+// paramColumns lists the sweep columns of rows: every parameter's column,
+// in order of first appearance.
+func paramColumns(rows []Row) []Param {
+	var out []Param
+	for _, r := range rows {
+		for _, p := range r.Params {
+			if !slices.ContainsFunc(out, func(q Param) bool { return q.Column() == p.Column() }) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// paramCell is a row's value of a sweep column ("" when the row's
+// scenario does not sweep it): X in the column's unit, or the value as
+// written for text.
+func paramCell(r *Row, col string) (string, bool) {
+	for _, p := range r.Params {
+		if p.Column() == col {
+			if p.Kind == ParamText {
+				return p.Value, true
+			}
+			return strconv.FormatFloat(p.X, 'g', 10, 64), true
+		}
+	}
+	return "", false
+}
+
+// WriteJSONL writes one JSON object per row, with the row's fields and a
+// field per sweep column (after path_policy), not the params list.
 func WriteJSONL(w io.Writer, rows []Row) error {
-	enc := json.NewEncoder(w)
 	for i := range rows {
-		if err := enc.Encode(&rows[i]); err != nil {
+		r := rows[i]
+		params := r.Params
+		r.Params = nil
+		b, err := json.Marshal(&r)
+		if err != nil {
+			return err
+		}
+		var extra bytes.Buffer
+		for _, p := range params {
+			k, _ := json.Marshal(p.Column())
+			extra.WriteByte(',')
+			extra.Write(k)
+			extra.WriteByte(':')
+			if p.Kind == ParamText {
+				v, _ := json.Marshal(p.Value)
+				extra.Write(v)
+			} else {
+				extra.WriteString(strconv.FormatFloat(p.X, 'g', -1, 64))
+			}
+		}
+		at := bytes.Index(b, []byte(`,"flows":`))
+		if at < 0 {
+			return fmt.Errorf("experiments: BUG: row JSON lacks flows: %s", b)
+		}
+		line := slices.Concat(b[:at], extra.Bytes(), b[at:], []byte("\n"))
+		if _, err := w.Write(line); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// CSVHeader lists the CSV columns: Row's JSON names, in field order.
-func CSVHeader() []string {
+// CSVHeader lists the CSV columns: Row's JSON names, in field order, with
+// the sweep columns of params after path_policy.
+func CSVHeader(params []Param) []string {
 	t := reflect.TypeFor[Row]()
-	h := make([]string, t.NumField())
-	for i := range h {
-		h[i] = t.Field(i).Tag.Get("json")
+	var h []string
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name == "params" {
+			for _, p := range params {
+				h = append(h, p.Column())
+			}
+			continue
+		}
+		h = append(h, name)
 	}
 	return h
 }
 
-// WriteCSV writes a header and one line per row.
+// WriteCSV writes a header and one line per row; a row whose scenario
+// does not sweep a column leaves it empty.
 func WriteCSV(w io.Writer, rows []Row) error {
 	cw := csv.NewWriter(w)
-	if err := cw.Write(CSVHeader()); err != nil {
+	params := paramColumns(rows)
+	if err := cw.Write(CSVHeader(params)); err != nil {
 		return err
 	}
 	for i := range rows {
 		v := reflect.ValueOf(rows[i])
-		rec := make([]string, v.NumField())
-		for j := range rec {
-			rec[j] = csvCell(v.Field(j))
+		var rec []string
+		for j := range v.NumField() {
+			if v.Type().Field(j).Name == "Params" {
+				for _, p := range params {
+					c, _ := paramCell(&rows[i], p.Column())
+					rec = append(rec, c)
+				}
+				continue
+			}
+			rec = append(rec, csvCell(v.Field(j)))
 		}
 		if err := cw.Write(rec); err != nil {
 			return err

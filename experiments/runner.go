@@ -6,16 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 )
 
 // RunFunc executes one run. It is called from several goroutines at once
@@ -125,21 +130,7 @@ func (r *Runner) Execute(ctx context.Context, runs []Run) (*Report, error) {
 	}
 	workers = min(workers, max(len(todo), 1))
 
-	var bar *progressbar.ProgressBar
-	if r.Progress != nil && len(todo) > 0 {
-		bar = progressbar.NewOptions(len(todo),
-			progressbar.OptionSetWriter(r.Progress),
-			progressbar.OptionSetDescription(fmt.Sprintf("%d runs on %d workers", len(todo), workers)),
-			progressbar.OptionShowCount(),
-			progressbar.OptionSetPredictTime(true),
-			progressbar.OptionSetElapsedTime(true),
-			progressbar.OptionShowElapsedTimeOnFinish(),
-			progressbar.OptionThrottle(200*time.Millisecond),
-			progressbar.OptionSetWidth(30),
-			progressbar.OptionOnCompletion(func() { fmt.Fprintln(r.Progress) }),
-		)
-	}
-
+	prog := newProgress(r.Progress, len(todo), workers)
 	jobs := make(chan int)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -153,6 +144,10 @@ func (r *Runner) Execute(ctx context.Context, runs []Run) (*Report, error) {
 				res, err := safeRun(ctx, r.Run, run)
 				if err == nil {
 					res.Row.WallMs = wallMs(time.Since(t0))
+					if res.Objective == nil && run.Spec.Objective.Metric != "" {
+						o := run.Spec.Objective
+						res.Objective = &o
+					}
 					if r.Dir != "" {
 						err = SaveResult(RunPath(r.Dir, run.Hash), res)
 					}
@@ -165,8 +160,8 @@ func (r *Runner) Execute(ctx context.Context, runs []Run) (*Report, error) {
 					rep.Ran++
 				}
 				mu.Unlock()
-				if bar != nil {
-					_ = bar.Add(1)
+				if err == nil || ctx.Err() == nil {
+					prog.add()
 				}
 			}
 		}()
@@ -181,9 +176,7 @@ feed:
 	}
 	close(jobs)
 	wg.Wait()
-	if bar != nil {
-		_ = bar.Finish()
-	}
+	prog.finish(ctx.Err() != nil)
 	// Drop the holes failed or cancelled runs left.
 	kept := rep.Results[:0]
 	for _, res := range rep.Results {
@@ -194,6 +187,83 @@ feed:
 	rep.Results = kept
 	rep.Wall = time.Since(start)
 	return rep, ctx.Err()
+}
+
+// progress reports a sweep's progress: a bar with ETA on a terminal,
+// otherwise (a log file, a CI job, a pipe) a plain line every 10% or 30 s,
+// never carriage returns. An interrupted sweep stops where it is; it never
+// jumps to 100%.
+type progress struct {
+	w     io.Writer
+	bar   *progressbar.ProgressBar
+	total int
+	start time.Time
+
+	mu        sync.Mutex
+	done      int
+	lastLine  time.Time
+	lastShown int
+}
+
+func newProgress(w io.Writer, total, workers int) *progress {
+	p := &progress{w: w, total: total, start: time.Now(), lastLine: time.Now()}
+	if w == nil || total == 0 {
+		return p
+	}
+	desc := fmt.Sprintf("%d runs on %d workers", total, workers)
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.bar = progressbar.NewOptions(total,
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetDescription(desc),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionSetElapsedTime(true),
+			progressbar.OptionShowElapsedTimeOnFinish(),
+			progressbar.OptionThrottle(200*time.Millisecond),
+			progressbar.OptionSetWidth(30),
+		)
+		return p
+	}
+	fmt.Fprintf(w, "%s\n", desc)
+	return p
+}
+
+func (p *progress) add() {
+	if p.w == nil {
+		return
+	}
+	if p.bar != nil {
+		_ = p.bar.Add(1)
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done++
+	now := time.Now()
+	if p.done < p.total && (p.done-p.lastShown)*10 < p.total && now.Sub(p.lastLine) < 30*time.Second {
+		return
+	}
+	p.lastShown, p.lastLine = p.done, now
+	el := now.Sub(p.start)
+	line := fmt.Sprintf("%d/%d runs (%d%%), %s elapsed", p.done, p.total, 100*p.done/p.total, FormatWall(el))
+	if p.done < p.total {
+		eta := time.Duration(float64(el) / float64(p.done) * float64(p.total-p.done))
+		line += ", about " + FormatWall(eta) + " left"
+	}
+	fmt.Fprintln(p.w, line)
+}
+
+// finish ends the bar: complete, or (interrupted) left where it stopped.
+func (p *progress) finish(interrupted bool) {
+	if p.bar == nil {
+		return
+	}
+	if interrupted {
+		_ = p.bar.Exit()
+	} else {
+		_ = p.bar.Finish()
+	}
+	fmt.Fprintln(p.w)
 }
 
 // safeRun calls f, turning a panic into an error carrying the stack.
@@ -231,23 +301,91 @@ func SaveResult(path string, res *Result) error {
 		os.Remove(tmp.Name())
 		return err
 	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil { // CreateTemp makes 0600; shards share results
+		os.Remove(tmp.Name())
+		return err
+	}
 	return os.Rename(tmp.Name(), path)
 }
 
-// LoadResult reads a result written by SaveResult.
+// MaxResultBytes bounds a run result file that LoadResult reads.
+const MaxResultBytes = 512 << 20
+
+// LoadResult reads a result written by SaveResult. It trusts nothing in
+// the file: the size is bounded (MaxResultBytes), and a result whose
+// hash, scenario name, sweep parameters or series could not have come
+// from a run (a hash that is not 16 hex digits, a scenario name that is
+// not a safe file name such as "../x", traces whose times and values
+// differ in length) is an error naming the file and the field, so that
+// merge, plot and report never write outside their output directory or
+// crash on it.
 func LoadResult(path string) (*Result, error) {
-	data, err := os.ReadFile(path)
+	data, err := readLimited(path, MaxResultBytes)
 	if err != nil {
 		return nil, err
 	}
-	var res Result
-	if err := json.Unmarshal(data, &res); err != nil {
+	res, err := DecodeResult(data)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if res.Row.Hash == "" {
-		return nil, fmt.Errorf("%s: not a run result (no hash)", path)
+	return res, nil
+}
+
+// ErrNotResult is the error (wrapped) of a file that is not a valid run
+// result.
+var ErrNotResult = errors.New("not a run result")
+
+// DecodeResult decodes and validates a result file's contents (see
+// LoadResult).
+func DecodeResult(data []byte) (*Result, error) {
+	var res Result
+	if err := json.Unmarshal(data, &res); err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrNotResult, clip(err.Error(), 200))
+	}
+	if err := res.validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotResult, err)
 	}
 	return &res, nil
+}
+
+var hashRE = regexp.MustCompile(`^[0-9a-f]{16}$`)
+
+var paramKinds = []string{ParamSize, ParamRate, ParamDuration, ParamNumber, ParamHosts, ParamText}
+
+// validate checks what LoadResult must not trust.
+func (res *Result) validate() error {
+	r := &res.Row
+	if !hashRE.MatchString(r.Hash) {
+		return fmt.Errorf("row.hash = %q: want 16 hex digits", clip(r.Hash, 40))
+	}
+	if !ValidName(r.Scenario) {
+		return fmt.Errorf("row.scenario = %q: want a scenario name (lower-case letters, digits, - and _, at most 64)", clip(r.Scenario, 40))
+	}
+	if len(r.Policy) > 256 || !utf8.ValidString(r.Policy) {
+		return fmt.Errorf("row.policy: want a label of at most 256 bytes of UTF-8")
+	}
+	if len(r.Params) > 64 {
+		return fmt.Errorf("row.params: %d parameters; at most 64", len(r.Params))
+	}
+	for i, p := range r.Params {
+		if segs, ok := parsePath(p.Name); !ok || pathString(segs) != p.Name || !slices.Contains(paramKinds, p.Kind) ||
+			len(p.Value) > 256 || len(p.Label) > 256 || math.IsNaN(p.X) || math.IsInf(p.X, 0) {
+			return fmt.Errorf("row.params[%d]: want {name: a spec path, value, label (at most 256 bytes each), kind: one of %s, x: a number}", i, strings.Join(paramKinds, ", "))
+		}
+	}
+	if s := res.Series; s != nil {
+		for _, ts := range [][]Trace{s.Throughput, s.Queues, s.Window, s.Rate} {
+			if len(ts) > 4096 {
+				return fmt.Errorf("series: %d traces; at most 4096", len(ts))
+			}
+			for _, t := range ts {
+				if len(t.T) != len(t.V) {
+					return fmt.Errorf("series trace %q: %d times but %d values", clip(t.Name, 40), len(t.T), len(t.V))
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // LoadResults reads every run result under each dir's runs/ folder,

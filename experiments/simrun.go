@@ -16,6 +16,7 @@ import (
 	"github.com/mptx-dev/mptx/multipath"
 	"github.com/mptx-dev/mptx/sim"
 	"github.com/mptx-dev/mptx/sim/simqp"
+	"github.com/mptx-dev/mptx/sim/topo"
 	"github.com/mptx-dev/mptx/units"
 	"github.com/mptx-dev/mptx/vtime"
 )
@@ -54,15 +55,14 @@ func SimRun(ctx context.Context, run Run) (*Result, error) {
 const wireOverhead = sim.DataHeaders + sim.WireOverhead
 
 type simRun struct {
-	ctx    context.Context
-	run    Run
-	spec   *Spec
-	g      *Graph
-	w      *sim.World
-	net    *sim.Network
-	hosts  []*sim.Host  // by host id
-	cables []*sim.Cable // by graph link index
-	tr     *Traffic
+	ctx  context.Context
+	run  Run
+	spec *Spec
+	g    *Graph
+	w    *sim.World
+	net  *sim.Network
+	top  *topo.Topology // Host(id), Cables by graph link index
+	tr   *Traffic
 
 	conns  []*simConn
 	connOf map[connKey]*simConn
@@ -173,7 +173,8 @@ func newSimRun(ctx context.Context, run Run) (*simRun, error) {
 	return r, nil
 }
 
-// buildFabric turns the spec's Graph into a sim.Network.
+// buildFabric builds the spec's Graph with sim/topo, with the spec's
+// switch, NIC, watchdog and ECN settings and the policy's INT.
 func (r *simRun) buildFabric() error {
 	s := r.spec
 	sw := sim.SwitchConfig{Buffer: s.Switch.Buffer, Lossy: !*s.Switch.PFC.Enabled, INT: r.run.Policy.CC == "hpcc"}
@@ -202,68 +203,26 @@ func (r *simRun) buildFabric() error {
 		params := cc.Params(s.NIC.DCQCN)
 		nic.RateControl = func(path cc.PathInfo) (cc.Algorithm, error) { return cc.New("dcqcn", params, path) }
 	}
-	net := sim.NewNetwork(r.w)
-	nodes := make([]sim.Node, len(r.g.Nodes))
-	r.hosts = make([]*sim.Host, len(r.g.HostNode))
-	nics := make([]int, len(r.g.Nodes))
-	for _, l := range r.g.Links {
-		for _, n := range []int{l.A, l.B} {
-			if !r.g.Nodes[n].Switch {
-				nics[n] = max(nics[n], l.NIC+1)
-			}
-		}
-	}
-	for i, n := range r.g.Nodes {
-		if n.Switch {
-			x, err := net.AddSwitch(n.Name, sw)
-			if err != nil {
-				return err
-			}
-			nodes[i] = x
-			continue
-		}
-		h, err := net.AddHost(n.Name, nics[i], nic)
-		if err != nil {
-			return err
-		}
-		r.hosts[n.Host] = h
-	}
-	end := func(n, nicIdx int) sim.Node {
-		if r.g.Nodes[n].Switch {
-			return nodes[n]
-		}
-		return r.hosts[r.g.Nodes[n].Host].NIC(nicIdx)
-	}
-	r.cables = make([]*sim.Cable, len(r.g.Links))
-	for i, l := range r.g.Links {
-		c, err := net.Link(end(l.A, l.NIC), end(l.B, l.NIC), sim.LinkConfig{Rate: l.Rate, Delay: sim.FromDuration(l.Delay), Loss: l.Loss})
-		if err != nil {
-			return err
-		}
-		r.cables[i] = c
-	}
 	wd := s.Switch.PFC.Watchdog
-	if err := net.SetWatchdog(sim.WatchdogConfig{Threshold: sim.FromDuration(wd.Threshold.D()), Recover: wd.Recover, Restore: sim.FromDuration(wd.Restore.D())}); err != nil {
-		return err
-	}
-	if err := net.Build(); err != nil {
-		return err
+	c := topo.Common{
+		Switch: sw, NIC: nic,
+		Watchdog: sim.WatchdogConfig{Threshold: sim.FromDuration(wd.Threshold.D()), Recover: wd.Recover, Restore: sim.FromDuration(wd.Restore.D())},
 	}
 	if e := s.Switch.ECN; *e.Enabled {
-		for _, x := range net.Switches {
-			for _, port := range x.Ports() {
-				cfg := &sim.ECNConfig{Kmin: e.KMin, Kmax: e.KMax, Pmax: e.PMax}
-				if e.KMin == 0 {
-					cfg = sim.ECNForRate(port.Rate())
-					cfg.Pmax = e.PMax
-				}
-				if err := port.SetECN(cfg); err != nil {
-					return err
-				}
+		c.ECN = func(rate units.BitRate) *sim.ECNConfig {
+			if e.KMin != 0 {
+				return &sim.ECNConfig{Kmin: e.KMin, Kmax: e.KMax, Pmax: e.PMax}
 			}
+			cfg := sim.ECNForRate(rate)
+			cfg.Pmax = e.PMax
+			return cfg
 		}
 	}
-	r.net = net
+	t, err := topo.Build(r.w, r.g, c)
+	if err != nil {
+		return err
+	}
+	r.net, r.top = t.Net, t
 	return nil
 }
 
@@ -279,7 +238,7 @@ func (r *simRun) openConns() error {
 		if k.bg {
 			paths = 1
 		}
-		conn, recv, err := simqp.Connect(r.net, r.hosts[f.Src], r.hosts[f.Dst], simqp.Options{QPs: paths})
+		conn, recv, err := simqp.Connect(r.net, r.top.Host(f.Src), r.top.Host(f.Dst), simqp.Options{QPs: paths})
 		if err != nil {
 			return err
 		}
@@ -403,7 +362,7 @@ func (r *simRun) fail(f Failure, now sim.Time) {
 	case "link":
 		a, b, _ := r.g.SplitLink(rest)
 		li, _ := r.g.FindLink(a, b)
-		set(r.cables[li])
+		set(r.top.Cables[li])
 	case "nic":
 		host, port := rest, -1
 		if h, p, ok := strings.Cut(rest, "."); ok {
@@ -413,7 +372,7 @@ func (r *simRun) fail(f Failure, now sim.Time) {
 		n, _ := r.g.Node(host)
 		for li, l := range r.g.Links {
 			if (l.A == n || l.B == n) && (port < 0 || l.NIC == port) {
-				set(r.cables[li])
+				set(r.top.Cables[li])
 			}
 		}
 	}

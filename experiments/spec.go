@@ -33,11 +33,123 @@ type Spec struct {
 	Seeds  []int64      `yaml:"seeds" json:"-"`
 	Stop   StopConfig   `yaml:"stop" json:"stop"`
 	Sample SampleConfig `yaml:"sample" json:"sample"`
+	// Objective is how summaries rank the policies; it does not change
+	// any run, so it is not part of the run hash.
+	Objective Objective `yaml:"objective" json:"-"`
+
+	// Sweep lists the swept parameters as the spec's sweep section wrote
+	// them (nil without one). Params are this spec's values of them, one
+	// per Sweep entry, in order: every point of a sweep is a complete
+	// Spec (see Points), and its Params enter its runs' hashes.
+	Sweep  []SweepParam `yaml:"-" json:"-"`
+	Params []Param      `yaml:"-" json:"-"`
 
 	// File is where the spec was read from ("" for in-memory specs).
 	File string `yaml:"-" json:"-"`
 	// dir resolves relative file references.
 	dir string
+	// src is the spec's source text, for reports.
+	src []byte
+	// points are the sweep's points, the spec itself first; nil when the
+	// spec is not the first point of a sweep.
+	points []*Spec
+}
+
+// Points returns the spec's sweep points, each a complete, validated Spec
+// whose Params hold its values of the swept parameters, in the order the
+// sweep section lists them (the first parameter varies slowest). A spec
+// without a sweep is its own only point.
+func (s *Spec) Points() []*Spec {
+	if len(s.points) == 0 {
+		return []*Spec{s}
+	}
+	return s.points
+}
+
+// Source returns the YAML the spec was parsed from (nil for specs built
+// in memory without one).
+func (s *Spec) Source() []byte { return s.src }
+
+// SweepParam is one swept spec field.
+type SweepParam struct {
+	// Path names the field as a dotted path with list indices, e.g.
+	// "switch.buffer" or "workloads[0].senders".
+	Path string
+	// Label is the axis label for plots; default Path.
+	Label string
+	// Values are the values to run, as written (or generated from a
+	// range), each a scalar that the field accepts.
+	Values []string
+	// Kind says how the values are numbers (ParamSize, ParamRate, ...).
+	Kind string
+}
+
+// Param is one swept parameter's value in a run.
+type Param struct {
+	// Name is the field's spec path (SweepParam.Path).
+	Name string `json:"name"`
+	// Label is the axis label (SweepParam.Label).
+	Label string `json:"label,omitempty"`
+	// Value is the value as written in the spec.
+	Value string `json:"value"`
+	// Kind says what X measures; X is the value as a number in the unit
+	// Kind implies (see the Param* constants): plots put X on their axis
+	// and results.csv writes it in the column Column names.
+	Kind string  `json:"kind"`
+	X    float64 `json:"x"`
+}
+
+// Display is the value as tables and plots show it: a host set's size
+// (an incast degree), the value as written otherwise.
+func (p Param) Display() string {
+	if p.Kind == ParamHosts {
+		return strconv.FormatFloat(p.X, 'g', -1, 64)
+	}
+	return p.Value
+}
+
+// Param kinds: what Param.X measures.
+const (
+	ParamSize     = "size"     // bytes
+	ParamRate     = "rate"     // Gbit/s
+	ParamDuration = "duration" // microseconds
+	ParamNumber   = "number"   // the number itself
+	ParamHosts    = "hosts"    // how many hosts the set holds
+	ParamText     = "text"     // the value's position in the sweep's list (0, 1, ...)
+)
+
+// Column is the results.csv / results.jsonl column that holds the
+// parameter: its name with the unit of X appended
+// ("switch.buffer_bytes", "topology.host_rate_gbps").
+func (p Param) Column() string {
+	switch p.Kind {
+	case ParamSize:
+		return p.Name + "_bytes"
+	case ParamRate:
+		return p.Name + "_gbps"
+	case ParamDuration:
+		return p.Name + "_us"
+	case ParamHosts:
+		return p.Name + "_hosts"
+	}
+	return p.Name
+}
+
+// Objective says how a scenario's policies are ranked: by Metric (a
+// results column; lower is better unless Goal is max), among the policies
+// that meet every Require constraint.
+type Objective struct {
+	// Metric is a results column: fct_p99_us (default), fct_p50_us,
+	// fct_mean_us, fct_max_us, slowdown_p50, slowdown_p99, goodput_gbps,
+	// bg_fct_p99_us, bg_slowdown_p99, pfc_paused_us, max_queue_bytes.
+	Metric string `yaml:"metric" json:"metric"`
+	// Goal is min (default; max for goodput_gbps) or max.
+	Goal string `yaml:"goal" json:"goal"`
+	// Require lists constraints every seed of a policy must meet:
+	// completed (every tensor flow completed), no_drops, no_pauses (no
+	// PFC pause frames), no_failures (no flow failed). Default
+	// [completed, no_drops].
+	Require []string `yaml:"require" json:"require"`
 }
 
 // Topology kinds.

@@ -39,12 +39,6 @@ func SuiteNames() []string {
 	return names
 }
 
-// SuiteReadme returns a shipped suite's README.
-func SuiteReadme(name string) (string, bool) {
-	b, err := suitesFS.ReadFile(path.Join("suites", name, "README.md"))
-	return string(b), err == nil
-}
-
 // LoadSuite parses every spec of a shipped suite, in file-name order.
 func LoadSuite(name string) ([]*Spec, error) {
 	dir := path.Join("suites", name)
@@ -78,6 +72,11 @@ func LoadSpecs(args []string) (string, []*Spec, error) {
 	var specs []*Spec
 	for _, a := range args {
 		st, statErr := os.Stat(a)
+		// A bare name that is both a shipped suite and a local file or
+		// directory is ambiguous: say so rather than pick one silently.
+		if statErr == nil && slices.Contains(SuiteNames(), a) && !strings.ContainsAny(a, `/\.`) {
+			return "", nil, &SpecError{File: a, Msg: fmt.Sprintf("both a shipped suite and a local %s; write ./%s for the local one, or run from another directory for the suite", kindOf(st), a)}
+		}
 		switch {
 		case statErr == nil && st.IsDir():
 			files, _ := filepath.Glob(filepath.Join(a, "*.yaml"))
@@ -121,6 +120,13 @@ func LoadSpecs(args []string) (string, []*Spec, error) {
 	return name, specs, nil
 }
 
+func kindOf(st os.FileInfo) string {
+	if st.IsDir() {
+		return "directory"
+	}
+	return "file"
+}
+
 // SweepOptions configures Sweep.
 type SweepOptions struct {
 	Out     string // results directory
@@ -153,6 +159,11 @@ func Sweep(ctx context.Context, specs []*Spec, o SweepOptions) (*SweepReport, er
 	if o.Run == nil {
 		o.Run = SimRun
 	}
+	if o.Out != "" {
+		if err := SaveSpecs(o.Out, specs); err != nil {
+			return nil, err
+		}
+	}
 	r := &Runner{Run: o.Run, Workers: o.Workers, Dir: o.Out, Shard: o.Shard, Progress: o.Progress, Force: o.Force}
 	rep, err := r.Execute(ctx, runs)
 	sr := &SweepReport{Runs: len(runs), Report: rep}
@@ -183,10 +194,29 @@ func Merge(out string, dirs []string, plots bool) ([]ScenarioSummary, int, error
 		return nil, 0, err
 	}
 	for _, r := range rs {
-		p := RunPath(out, r.Row.Hash)
+		p := RunPath(out, r.Row.Hash) // a validated hash: 16 hex digits
 		if _, err := os.Stat(p); err != nil {
 			if err := SaveResult(p, r); err != nil {
 				return nil, 0, err
+			}
+		}
+	}
+	// The shards' spec copies, for the report (valid names only).
+	for _, d := range dirs {
+		files, _ := filepath.Glob(filepath.Join(d, "specs", "*.yaml"))
+		for _, f := range files {
+			name := strings.TrimSuffix(filepath.Base(f), ".yaml")
+			dst := specPath(out, name)
+			if !ValidName(name) || filepath.Clean(f) == filepath.Clean(dst) {
+				continue
+			}
+			if data, err := readLimited(f, MaxSpecBytes); err == nil {
+				if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+					return nil, 0, err
+				}
+				if err := os.WriteFile(dst, data, 0o644); err != nil {
+					return nil, 0, err
+				}
 			}
 		}
 	}

@@ -7,8 +7,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/lexer"
 	"github.com/goccy/go-yaml/parser"
 	"github.com/goccy/go-yaml/token"
 
@@ -32,26 +34,39 @@ type SpecError struct {
 //	incast.yaml:12:9: matrix.cc[1] = "dcqnc": unknown congestion control; allowed: dcqcn, ...
 func (e *SpecError) Error() string {
 	var b strings.Builder
-	b.WriteString(e.File)
+	b.WriteString(clip(e.File, 256))
 	if e.Line > 0 {
 		fmt.Fprintf(&b, ":%d:%d", e.Line, e.Col)
 	}
 	b.WriteString(": ")
 	if e.Field != "" {
-		b.WriteString(e.Field)
+		b.WriteString(clip(e.Field, 200))
 		if e.Value != "" {
 			b.WriteString(" = ")
-			b.WriteString(strconv.Quote(e.Value))
+			b.WriteString(strconv.Quote(clip(e.Value, 100)))
 		}
 		b.WriteString(": ")
 	}
-	b.WriteString(e.Msg)
+	b.WriteString(clip(e.Msg, 1000))
 	// One line, whatever the file held (keys and messages may carry
 	// newlines).
 	return oneLine.Replace(b.String())
 }
 
 var oneLine = strings.NewReplacer("\n", `\n`, "\r", `\r`)
+
+// clip shortens s to at most n bytes (on a rune boundary), saying how
+// long it was, so that a huge value in a file never floods the terminal.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", s[:cut], len(s))
+}
 
 // pos is a 1-based line and column.
 type pos struct{ line, col int }
@@ -94,9 +109,15 @@ type ynode struct {
 // hostile file cannot make the decoder work exponentially.
 const maxNodes = 200000
 
-// parseYAML parses one YAML document into a ynode tree.
+// parseYAML parses one YAML document into a ynode tree. The document's
+// nesting is bounded (MaxDepth) before the parser sees it: the parser
+// recurses per level, and a file nested 100k deep made it use gigabytes.
 func parseYAML(file string, data []byte) (*ynode, error) {
-	f, err := parser.ParseBytes(data, 0)
+	toks := lexer.Tokenize(string(data))
+	if p, why := tooDeep(toks); why != "" {
+		return nil, &SpecError{File: file, Line: p.line, Col: p.col, Msg: why}
+	}
+	f, err := parser.Parse(toks, 0)
 	if err != nil {
 		return nil, yamlSyntaxError(file, err)
 	}
@@ -132,6 +153,38 @@ func yamlSyntaxError(file string, err error) error {
 		return &SpecError{File: file, Line: p.line, Col: p.col, Msg: "YAML syntax: " + ye.GetMessage()}
 	}
 	return &SpecError{File: file, Msg: "YAML syntax: " + err.Error()}
+}
+
+// tooDeep reports where the tokens nest past MaxDepth: flow collections
+// ([ {) inside each other, block sequence entries (- - -) on one line, or
+// indentation past MaxDepth × 8 columns.
+func tooDeep(toks token.Tokens) (pos, string) {
+	flow, line, entries, prev := 0, 0, 0, -1
+	for _, t := range toks {
+		p := tokPos(t)
+		// The first token of a line sits at its indentation.
+		first := p.line != prev
+		prev = p.line
+		switch t.Type {
+		case token.SequenceStartType, token.MappingStartType:
+			if flow++; flow > MaxDepth {
+				return p, fmt.Sprintf("nested too deep: more than %d levels of [ and {", MaxDepth)
+			}
+		case token.SequenceEndType, token.MappingEndType:
+			flow = max(flow-1, 0)
+		case token.SequenceEntryType, token.MappingKeyType:
+			if p.line != line {
+				line, entries = p.line, 0
+			}
+			if entries++; entries > MaxDepth {
+				return p, fmt.Sprintf("nested too deep: more than %d block entries (- or ?) on one line", MaxDepth)
+			}
+		}
+		if first && p.col > 8*MaxDepth {
+			return p, fmt.Sprintf("nested too deep: indented past column %d", 8*MaxDepth)
+		}
+	}
+	return pos{}, ""
 }
 
 func tokPos(t *token.Token) pos {

@@ -40,5 +40,5 @@ func Example() {
 	w.Run()
 	n, _ := recv.Poll(buf)
 	fmt.Printf("%d send and %d receive completions; last at %v\n", got, n, w.Now())
-	// Output: 4 send and 4 receive completions; last at 1.37910884ms
+	// Output: 4 send and 4 receive completions; last at 2.06296356ms
 }

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Bytes is a count of bytes. It is signed so that differences are natural;
@@ -225,11 +226,12 @@ func ParseBitRate(s string) (BitRate, error) {
 	}
 	v, err := strconv.ParseFloat(strings.TrimSpace(low), 64)
 	if err != nil || v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("units: bad bit rate %q: want a non-negative number with an optional unit (bps, Kbps, Mbps, Gbps, Tbps), e.g. 100Gbps", s)
+		return 0, fmt.Errorf("units: bad bit rate %s: want a non-negative number with an optional unit (bps, Kbps, Mbps, Gbps, Tbps), e.g. 100Gbps", quoteClip(s))
 	}
-	f := v * mult
+	// Round: 1.001Kbps is 1000.9999999999999 in binary floating point.
+	f := math.Round(v * mult)
 	if f >= math.MaxInt64 {
-		return 0, fmt.Errorf("units: bit rate %q overflows (max %d bit/s)", s, int64(math.MaxInt64))
+		return 0, fmt.Errorf("units: bit rate %s overflows (max %d bit/s)", quoteClip(s), int64(math.MaxInt64))
 	}
 	return BitRate(f), nil
 }
@@ -257,14 +259,30 @@ func ParseBytes(s string) (Bytes, error) {
 	}
 	v, err := strconv.ParseFloat(strings.TrimSpace(low), 64)
 	if err != nil || v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("units: bad size %q: want a non-negative number with an optional unit (B, KiB, MiB, GiB, KB, MB, GB), e.g. 4MiB", s)
+		return 0, fmt.Errorf("units: bad size %s: want a non-negative number with an optional unit (B, KiB, MiB, GiB, KB, MB, GB), e.g. 4MiB", quoteClip(s))
 	}
 	f := v * mult
 	if f >= math.MaxInt64 {
-		return 0, fmt.Errorf("units: size %q overflows (max %d bytes)", s, int64(math.MaxInt64))
+		return 0, fmt.Errorf("units: size %s overflows (max %d bytes)", quoteClip(s), int64(math.MaxInt64))
 	}
-	if f != math.Trunc(f) {
-		return 0, fmt.Errorf("units: size %q is not a whole number of bytes", s)
+	// A whole number of bytes, up to binary floating point's rounding
+	// (1.001KB is 1000.9999999999999).
+	r := math.Round(f)
+	if math.Abs(f-r) > 1e-9*math.Max(1, f) {
+		return 0, fmt.Errorf("units: size %s is not a whole number of bytes", quoteClip(s))
 	}
-	return Bytes(f), nil
+	return Bytes(r), nil
+}
+
+// quoteClip quotes s for an error message, clipped to 64 bytes, so that a
+// huge value never floods a terminal.
+func quoteClip(s string) string {
+	if len(s) <= 64 {
+		return strconv.Quote(s)
+	}
+	cut := 64
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut]) + fmt.Sprintf("… (%d bytes)", len(s))
 }

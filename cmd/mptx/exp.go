@@ -19,10 +19,29 @@ import (
 	"github.com/mptx-dev/mptx/experiments"
 )
 
-// specError turns a spec problem into bad input (exit status 2).
+// exitError is an error with its own exit status: 130 for an interrupted
+// sweep (128 + SIGINT, as shells report it), 3 for a sweep whose tensor
+// flows did not all complete.
+type exitError struct {
+	err  error
+	code int
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
+func (e exitError) ExitCode() int { return e.code }
+
+// Exit statuses of mptx exp run besides 0, 1 (failure) and 2 (bad input).
+const (
+	exitIncomplete  = 3
+	exitInterrupted = 130
+)
+
+// specError turns a spec problem, or a file that is not a run result,
+// into bad input (exit status 2).
 func specError(err error) error {
 	var se *experiments.SpecError
-	if errors.As(err, &se) {
+	if errors.As(err, &se) || errors.Is(err, experiments.ErrNotResult) {
 		return usageError{err}
 	}
 	return err
@@ -39,7 +58,7 @@ Every run is simulated packet by packet with the real mptx engine; results are
 one row per run (results.jsonl, results.csv), a Markdown comparison per scenario
 and plots. The spec reference is docs/experiments.md.`,
 	}
-	cmd.AddCommand(expRunCmd(), expListCmd(), expMergeCmd(), expPlotCmd())
+	cmd.AddCommand(expRunCmd(), expListCmd(), expMergeCmd(), expPlotCmd(), expReportCmd())
 	return cmd
 }
 
@@ -126,16 +145,16 @@ shared directory or several, then mptx exp merge.`,
 			}
 			if err != nil {
 				if errors.Is(err, context.Canceled) {
-					return fmt.Errorf("interrupted; finished runs are saved in %s and the next run resumes from them", out)
+					return exitError{fmt.Errorf("interrupted; finished runs are saved in %s and the next run resumes from them", out), exitInterrupted}
 				}
 				return err
 			}
 			if sh.Count > 1 {
 				fmt.Fprintf(w, "shard %s done: merge the shards with: mptx exp merge --out %s DIR...\n", sh, out)
-				return nil
+				return incomplete(rep.Report.Results)
 			}
 			printSummaries(w, rep.Summaries, out)
-			return nil
+			return incomplete(rep.Report.Results)
 		},
 	}
 	f := cmd.Flags()
@@ -147,6 +166,31 @@ shared directory or several, then mptx exp merge.`,
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar")
 	f.BoolVar(&dryRun, "dry-run", false, "list the runs (and their hashes) without running them")
 	return cmd
+}
+
+// incomplete reports tensor flows that did not complete (exit status 3):
+// how many, in how many runs, and the first failure's reason.
+func incomplete(results []*experiments.Result) error {
+	flows, runs, failed := 0, 0, 0
+	first := ""
+	for _, r := range results {
+		if n := r.Row.Flows - r.Row.Completed; n > 0 {
+			flows += n
+			runs++
+			for _, f := range r.Flows {
+				if f.Err != "" {
+					failed++
+					if first == "" {
+						first = fmt.Sprintf("; first failure: %s %s seed %d flow %d: %s", r.Row.Scenario, r.Row.Policy, r.Row.Seed, f.ID, f.Err)
+					}
+				}
+			}
+		}
+	}
+	if flows == 0 {
+		return nil
+	}
+	return exitError{fmt.Errorf("%d tensor flows in %d run(s) did not complete (%d failed, %d unfinished at stop.time)%s", flows, runs, failed, flows-failed, first), exitIncomplete}
 }
 
 // printRuns lists the runs a sweep would make.
@@ -177,10 +221,14 @@ func printSummaries(w io.Writer, sums []experiments.ScenarioSummary, out string)
 		}
 		fmt.Fprintln(w)
 		s.Table(w)
-		if line := s.BestLine(); line != "" {
-			fmt.Fprintf(w, "\n%s\n", strings.ReplaceAll(line, "**", ""))
+		fmt.Fprintln(w)
+		for _, line := range s.VerdictLines() {
+			fmt.Fprintln(w, strings.ReplaceAll(line, "**", ""))
 		}
 		fmt.Fprintf(w, "Summary and plots: %s\n", filepath.Join(out, s.Scenario, "summary.md"))
+	}
+	if len(sums) > 0 {
+		fmt.Fprintf(w, "\nReport: %s\n", filepath.Join(out, experiments.ReportFile))
 	}
 }
 
@@ -233,7 +281,7 @@ summary.md and its plots there.`,
 			}
 			sums, n, err := experiments.Merge(out, dirs, !noPlots)
 			if err != nil {
-				return err
+				return specError(err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "merged %d runs into %s\n", n, out)
 			printSummaries(cmd.OutOrStdout(), sums, out)
@@ -256,11 +304,40 @@ func expPlotCmd() *cobra.Command {
 			}
 			sums, n, err := experiments.Merge(args[0], args, true)
 			if err != nil {
-				return err
+				return specError(err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "redrew %d runs in %s\n", n, args[0])
 			printSummaries(cmd.OutOrStdout(), sums, args[0])
 			return nil
 		},
 	}
+}
+
+func expReportCmd() *cobra.Command {
+	var noPlots bool
+	cmd := &cobra.Command{
+		Use:   "report DIR",
+		Short: "Write DIR/report.html: every result of a results directory on one page",
+		Long: `report reads DIR/runs/*.json and writes DIR/report.html, one self-contained
+page (no network access: inline CSS, JavaScript and SVG) that opens from disk in
+any browser, with per scenario the verdicts, the figures, a sortable table with
+means and 95% intervals over seeds, every run's row and the spec. It rewrites
+the tables and figures too (as exp plot does). exp run writes the report after
+every sweep.`,
+		Example: `  mptx exp report results/sweep && xdg-open results/sweep/report.html`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if st, err := os.Stat(args[0]); err != nil || !st.IsDir() {
+				return badInput("%s: not a results directory", args[0])
+			}
+			_, n, err := experiments.Merge(args[0], args, !noPlots)
+			if err != nil {
+				return specError(err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "report of %d runs: %s\n", n, filepath.Join(args[0], experiments.ReportFile))
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&noPlots, "no-plots", false, "leave the figures out")
+	return cmd
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -131,5 +132,119 @@ func TestSimNS3(t *testing.T) {
 	}
 	if _, err := execute(t, simCmd, "--ns3-topology", filepath.Join(dir, "topology.txt"), "--ns3-flows", filepath.Join(dir, "flow-to-switch.txt")); !isUsage(err) || !strings.Contains(err.Error(), "not a host") {
 		t.Errorf("flows to a switch: %v, want bad input naming the problem", err)
+	}
+}
+
+const tinySpec = `name: tiny
+topology: {kind: star, hosts: 3}
+workloads: [{kind: incast, senders: [1, 2], receiver: 0, size: 256KiB}]
+matrix: {cc: [dcqcn, swift]}
+seeds: [1, 2]
+`
+
+func writeSpec(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "spec.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func exitCode(err error) int {
+	var ec interface{ ExitCode() int }
+	if errors.As(err, &ec) {
+		return ec.ExitCode()
+	}
+	return -1
+}
+
+// TestExpRunInterrupted: a sweep whose context is cancelled (Ctrl-C) exits
+// with 130 and says that finished runs are kept; the progress output never
+// claims 100%.
+func TestExpRunInterrupted(t *testing.T) {
+	spec := writeSpec(t, tinySpec)
+	c := expCmd()
+	var out bytes.Buffer
+	c.SetOut(&out)
+	c.SetErr(&out)
+	c.SetArgs([]string{"run", spec, "--no-plots", "--out", filepath.Join(t.TempDir(), "out")})
+	c.SilenceUsage, c.SilenceErrors = true, true
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := c.ExecuteContext(ctx)
+	if exitCode(err) != 130 || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("interrupted run: error %v (exit %d), want exit 130 saying interrupted", err, exitCode(err))
+	}
+	if strings.Contains(out.String(), "100%") || strings.Contains(out.String(), "\r") {
+		t.Errorf("interrupted progress output claims completion or holds carriage returns:\n%q", out.String())
+	}
+}
+
+// TestExpRunProgressNotTerminal: with stderr not a terminal, progress is
+// plain lines, no carriage returns.
+func TestExpRunProgressNotTerminal(t *testing.T) {
+	spec := writeSpec(t, tinySpec)
+	got, err := execute(t, expCmd, "run", spec, "--no-plots", "--out", filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(got, "\r") || !strings.Contains(got, "4/4 runs (100%)") {
+		t.Errorf("progress output:\n%q\nwant plain lines ending in 4/4 runs (100%%)", got)
+	}
+	if !strings.Contains(got, "Report: ") || !strings.Contains(got, "report.html") {
+		t.Errorf("run output lacks the report's path:\n%s", got)
+	}
+}
+
+// TestExpRunIncompleteFlows: a run whose tensor flows do not complete
+// exits with 3, naming how many and why.
+func TestExpRunIncompleteFlows(t *testing.T) {
+	spec := writeSpec(t, strings.Replace(tinySpec, "seeds: [1, 2]", "seeds: [1]\nstop: {time: 20us}\nsample: {interval: 10us}", 1))
+	got, err := execute(t, expCmd, "run", spec, "-q", "--no-plots", "--out", filepath.Join(t.TempDir(), "out"))
+	if exitCode(err) != 3 || !strings.Contains(err.Error(), "tensor flows in 2 run(s) did not complete") {
+		t.Fatalf("error %v (exit %d), want exit 3 naming the incomplete flows\n%s", err, exitCode(err), got)
+	}
+	if !strings.Contains(got, "| dcqcn |") {
+		t.Errorf("the tables are still printed:\n%s", got)
+	}
+}
+
+// TestExpRunShadowedSuite: a local directory named like a shipped suite
+// is an error that says how to choose, not a silent choice.
+func TestExpRunShadowedSuite(t *testing.T) {
+	t.Chdir(t.TempDir())
+	if err := os.Mkdir("incast", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := execute(t, expCmd, "run", "--dry-run", "incast")
+	if !isUsage(err) || !strings.Contains(err.Error(), "both a shipped suite and a local directory; write ./incast") {
+		t.Fatalf("error %v, want bad input explaining the ambiguity", err)
+	}
+	if err := os.WriteFile(filepath.Join("incast", "x.yaml"), []byte(tinySpec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := execute(t, expCmd, "run", "--dry-run", "./incast"); err != nil || !strings.Contains(out, "tiny") {
+		t.Errorf("./incast: %v\n%s", err, out)
+	}
+}
+
+// TestExpReport: exp report rewrites report.html from saved runs.
+func TestExpReport(t *testing.T) {
+	spec := writeSpec(t, tinySpec)
+	out := filepath.Join(t.TempDir(), "out")
+	if _, err := execute(t, expCmd, "run", spec, "-q", "--no-plots", "--out", out); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(out, "report.html")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := execute(t, expCmd, "report", "--no-plots", out)
+	if err != nil || !strings.Contains(got, "report of 4 runs") {
+		t.Fatalf("exp report: %v\n%s", err, got)
+	}
+	html, err := os.ReadFile(filepath.Join(out, "report.html"))
+	if err != nil || !bytes.Contains(html, []byte(`<table class="sortable results"`)) || !bytes.Contains(html, []byte("runs/")) {
+		t.Errorf("report.html missing or without its tables: %v", err)
 	}
 }

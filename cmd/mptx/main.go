@@ -45,6 +45,10 @@ func main() {
 		return
 	}
 	fmt.Fprintln(os.Stderr, "mptx:", err)
+	var ec interface{ ExitCode() int }
+	if errors.As(err, &ec) {
+		os.Exit(ec.ExitCode())
+	}
 	var u usageError
 	if errors.As(err, &u) || isCobraUsage(err) {
 		os.Exit(2)

@@ -1,8 +1,12 @@
 // Package topo builds standard data-centre fabrics in a sim.Network:
-// dumbbell, leaf-spine (any size and oversubscription), 3-tier fat-tree(k)
-// and multi-rail hosts (R NICs per host, each on its own leaf or plane).
-// Every builder adds switches, hosts and cables, calls Network.Build and
-// returns a Topology that names the layers.
+// star, dumbbell, leaf-spine (any size and oversubscription), 3-tier
+// fat-tree(k) and multi-rail hosts (R NICs per host, each on its own leaf
+// or plane). Each builder lays its fabric out as a Graph (nodes and links
+// as data; the Config types' Graph methods), and Build turns a Graph into
+// switches, hosts and cables, calls Network.Build and returns a Topology
+// that names the layers. The experiment runner (experiments/) builds every
+// fabric, ns-3 topology files included, through Graph and Build, so the
+// physics tests of this package cover what experiments simulate.
 //
 // Link speeds are any rate the simulator accepts (25–800 Gb/s are the
 // exercised ones); delays are one-way propagation per cable.
@@ -19,6 +23,10 @@ import (
 type Topology struct {
 	Net   *sim.Network
 	Hosts []*sim.Host
+	// Graph is the layout the fabric was built from; Cables are its links'
+	// cables, in link order.
+	Graph  *Graph
+	Cables []*sim.Cable
 	// Layers, by role; unused ones are nil. Leaves are the top-of-rack
 	// (edge) switches of leaf-spine, multi-rail and dumbbell; Edges, Aggs
 	// and Cores are the fat-tree's tiers.
@@ -26,6 +34,16 @@ type Topology struct {
 	Edges, Aggs, Cores []*sim.Switch
 	Bottleneck         *sim.Cable // dumbbell only
 	HostRate, CoreRate units.BitRate
+
+	byID []*sim.Host
+}
+
+// Host returns the host with id (Graph.HostNode), nil if none.
+func (t *Topology) Host(id int) *sim.Host {
+	if id < 0 || id >= len(t.byID) {
+		return nil
+	}
+	return t.byID[id]
 }
 
 // Common holds the options every builder shares. Zero fields take the
@@ -37,11 +55,15 @@ type Common struct {
 	// (as in the HPCC ns-3 topologies). NoDelay makes it zero.
 	Delay   sim.Time
 	NoDelay bool
+	// Loss is every cable's random frame loss probability, per direction.
+	Loss float64
 	// Switch configures every switch (buffer, lossless/lossy, PFC, ECN,
 	// spraying, INT).
 	Switch sim.SwitchConfig
-	// ECNByRate, when Switch.ECN is nil, enables RED on every switch port
-	// with sim.ECNForRate(port rate).
+	// ECN, when Switch.ECN is nil, gives each switch port's RED
+	// configuration from its rate; ECNByRate without ECN means
+	// sim.ECNForRate.
+	ECN       func(units.BitRate) *sim.ECNConfig
 	ECNByRate bool
 	// NIC configures every NIC.
 	NIC sim.NICConfig
@@ -58,65 +80,17 @@ func (c *Common) defaults() {
 	}
 }
 
-func (c *Common) link(rate units.BitRate) sim.LinkConfig {
-	return sim.LinkConfig{Rate: rate, Delay: c.Delay}
-}
-
-// builder accumulates the first error.
-type builder struct {
-	net *sim.Network
-	c   *Common
-	err error
-}
-
-func (b *builder) sw(name string) *sim.Switch {
-	if b.err != nil {
-		return nil
-	}
-	s, err := b.net.AddSwitch(name, b.c.Switch)
-	b.err = err
-	return s
-}
-
-func (b *builder) host(name string, nics int) *sim.Host {
-	if b.err != nil {
-		return nil
-	}
-	h, err := b.net.AddHost(name, nics, b.c.NIC)
-	b.err = err
-	return h
-}
-
-func (b *builder) link(x, y sim.Node, rate units.BitRate) *sim.Cable {
-	if b.err != nil {
-		return nil
-	}
-	c, err := b.net.Link(x, y, b.c.link(rate))
-	b.err = err
-	return c
-}
-
-func (b *builder) finish(t *Topology) (*Topology, error) {
-	if b.err != nil {
-		return nil, b.err
-	}
-	if err := b.net.SetWatchdog(b.c.Watchdog); err != nil {
+// build lays out a graph with layout and builds it.
+func build(w *sim.World, c Common, layout func() (*Graph, error), core units.BitRate) (*Topology, error) {
+	g, err := layout()
+	if err != nil {
 		return nil, err
 	}
-	if err := b.net.Build(); err != nil {
+	t, err := Build(w, g, c)
+	if err != nil {
 		return nil, err
 	}
-	if b.c.Switch.ECN == nil && b.c.ECNByRate {
-		for _, s := range b.net.Switches {
-			for _, p := range s.Ports() {
-				if err := p.SetECN(sim.ECNForRate(p.Rate())); err != nil {
-					return nil, err
-				}
-			}
-		}
-	}
-	t.Net = b.net
-	t.Hosts = b.net.Hosts
+	t.CoreRate = core
 	return t, nil
 }
 
@@ -129,9 +103,10 @@ type DumbbellConfig struct {
 	BottleneckRate units.BitRate
 }
 
-// Dumbbell builds a dumbbell. Hosts 0..Left-1 hang off switch "left",
-// hosts Left..Left+Right-1 off switch "right".
-func Dumbbell(w *sim.World, cfg DumbbellConfig) (*Topology, error) {
+// Graph lays the dumbbell out: switches "left" and "right", hosts
+// 0..Left-1 (group 0) on the left and Left..Left+Right-1 (group 1) on the
+// right, each followed by its cable, then the bottleneck.
+func (cfg DumbbellConfig) Graph() (*Graph, error) {
 	cfg.defaults()
 	if cfg.Left < 1 || cfg.Right < 1 || cfg.Left > 4096 || cfg.Right > 4096 {
 		return nil, fmt.Errorf("topo: DumbbellConfig Left = %d, Right = %d (valid: 1..4096 each)", cfg.Left, cfg.Right)
@@ -139,22 +114,27 @@ func Dumbbell(w *sim.World, cfg DumbbellConfig) (*Topology, error) {
 	if cfg.BottleneckRate == 0 {
 		cfg.BottleneckRate = cfg.HostRate
 	}
-	b := &builder{net: sim.NewNetwork(w), c: &cfg.Common}
-	l, r := b.sw("left"), b.sw("right")
-	t := &Topology{Leaves: []*sim.Switch{l, r}, HostRate: cfg.HostRate, CoreRate: cfg.BottleneckRate}
+	g := NewGraph()
+	l, r := g.AddSwitch("left", RoleLeaf), g.AddSwitch("right", RoleLeaf)
 	for i := 0; i < cfg.Left+cfg.Right; i++ {
-		h := b.host(fmt.Sprintf("h%d", i), 1)
-		if b.err != nil {
-			break
-		}
-		s := l
+		side, group := l, 0
 		if i >= cfg.Left {
-			s = r
+			side, group = r, 1
 		}
-		b.link(h.NIC(0), s, cfg.HostRate)
+		g.Link(g.AddHost(i, group), side, cfg.HostRate, cfg.Delay, 0, cfg.Loss)
 	}
-	t.Bottleneck = b.link(l, r, cfg.BottleneckRate)
-	return b.finish(t)
+	g.Bottleneck = g.Link(l, r, cfg.BottleneckRate, cfg.Delay, 0, cfg.Loss)
+	return g, nil
+}
+
+// Dumbbell builds a dumbbell (see DumbbellConfig.Graph).
+func Dumbbell(w *sim.World, cfg DumbbellConfig) (*Topology, error) {
+	cfg.defaults()
+	core := cfg.BottleneckRate
+	if core == 0 {
+		core = cfg.HostRate
+	}
+	return build(w, cfg.Common, cfg.Graph, core)
 }
 
 // StarConfig describes N hosts on one switch.
@@ -163,22 +143,25 @@ type StarConfig struct {
 	Hosts int
 }
 
-// Star builds N hosts on a single switch "sw" (the incast topology).
-func Star(w *sim.World, cfg StarConfig) (*Topology, error) {
+// Graph lays the star out: switch "sw", then each host and its cable.
+// Hosts have no group (there is one switch).
+func (cfg StarConfig) Graph() (*Graph, error) {
 	cfg.defaults()
 	if cfg.Hosts < 2 || cfg.Hosts > 4096 {
 		return nil, fmt.Errorf("topo: StarConfig.Hosts = %d (valid: 2..4096)", cfg.Hosts)
 	}
-	b := &builder{net: sim.NewNetwork(w), c: &cfg.Common}
-	s := b.sw("sw")
+	g := NewGraph()
+	s := g.AddSwitch("sw", RoleLeaf)
 	for i := 0; i < cfg.Hosts; i++ {
-		h := b.host(fmt.Sprintf("h%d", i), 1)
-		if b.err != nil {
-			break
-		}
-		b.link(h.NIC(0), s, cfg.HostRate)
+		g.Link(g.AddHost(i, -1), s, cfg.HostRate, cfg.Delay, 0, cfg.Loss)
 	}
-	return b.finish(&Topology{Leaves: []*sim.Switch{s}, HostRate: cfg.HostRate, CoreRate: cfg.HostRate})
+	return g, nil
+}
+
+// Star builds N hosts on a single switch "sw" (the incast topology).
+func Star(w *sim.World, cfg StarConfig) (*Topology, error) {
+	cfg.defaults()
+	return build(w, cfg.Common, cfg.Graph, cfg.HostRate)
 }
 
 // LeafSpineConfig describes a two-tier Clos: Leaves leaf switches with
@@ -197,16 +180,14 @@ type LeafSpineConfig struct {
 	Rails int
 }
 
-// LeafSpine builds a leaf-spine fabric. Host i sits under leaf
-// (i / HostsPerLeaf) (times Rails, plus the rail).
-func LeafSpine(w *sim.World, cfg LeafSpineConfig) (*Topology, error) {
+func (cfg *LeafSpineConfig) fill() error {
 	cfg.defaults()
 	if cfg.Rails == 0 {
 		cfg.Rails = 1
 	}
 	if cfg.Leaves < 1 || cfg.Spines < 1 || cfg.HostsPerLeaf < 1 || cfg.Rails < 1 ||
 		cfg.Leaves*cfg.HostsPerLeaf > 65536 || cfg.Spines > 1024 || cfg.Leaves%cfg.Rails != 0 {
-		return nil, fmt.Errorf("topo: LeafSpineConfig Leaves = %d, Spines = %d, HostsPerLeaf = %d, Rails = %d (valid: each >= 1, Leaves a multiple of Rails, at most 65536 hosts and 1024 spines)",
+		return fmt.Errorf("topo: LeafSpineConfig Leaves = %d, Spines = %d, HostsPerLeaf = %d, Rails = %d (valid: each >= 1, Leaves a multiple of Rails, at most 65536 hosts and 1024 spines)",
 			cfg.Leaves, cfg.Spines, cfg.HostsPerLeaf, cfg.Rails)
 	}
 	if cfg.UplinkRate == 0 {
@@ -215,36 +196,50 @@ func LeafSpine(w *sim.World, cfg LeafSpineConfig) (*Topology, error) {
 			o = 1
 		}
 		if !(o > 0) {
-			return nil, fmt.Errorf("topo: LeafSpineConfig.Oversubscription = %v (valid: > 0)", cfg.Oversubscription)
+			return fmt.Errorf("topo: LeafSpineConfig.Oversubscription = %v (valid: > 0)", cfg.Oversubscription)
 		}
 		cfg.UplinkRate = units.BitRate(float64(cfg.HostsPerLeaf) * float64(cfg.HostRate) / (float64(cfg.Spines) * o))
 	}
-	b := &builder{net: sim.NewNetwork(w), c: &cfg.Common}
-	t := &Topology{HostRate: cfg.HostRate, CoreRate: cfg.UplinkRate}
-	for i := 0; i < cfg.Spines; i++ {
-		t.Spines = append(t.Spines, b.sw(fmt.Sprintf("spine%d", i)))
+	return nil
+}
+
+// Graph lays the leaf-spine out: the leaves, then each host (group: its
+// leaf group) followed by its cables (NIC r to leaf g·Rails + r), then each
+// spine followed by its cables to every leaf. Host i is in leaf group
+// i / HostsPerLeaf.
+func (cfg LeafSpineConfig) Graph() (*Graph, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
 	}
-	for i := 0; i < cfg.Leaves; i++ {
-		t.Leaves = append(t.Leaves, b.sw(fmt.Sprintf("leaf%d", i)))
+	g := NewGraph()
+	leaves := make([]int, cfg.Leaves)
+	for i := range leaves {
+		leaves[i] = g.AddSwitch(fmt.Sprintf("leaf%d", i), RoleLeaf)
 	}
 	groups := cfg.Leaves / cfg.Rails
-	for g := 0; g < groups; g++ {
+	for grp := 0; grp < groups; grp++ {
 		for j := 0; j < cfg.HostsPerLeaf; j++ {
-			h := b.host(fmt.Sprintf("h%d", g*cfg.HostsPerLeaf+j), cfg.Rails)
-			if b.err != nil {
-				return nil, b.err
-			}
+			h := g.AddHost(grp*cfg.HostsPerLeaf+j, grp)
 			for r := 0; r < cfg.Rails; r++ {
-				b.link(h.NIC(r), t.Leaves[g*cfg.Rails+r], cfg.HostRate)
+				g.Link(h, leaves[grp*cfg.Rails+r], cfg.HostRate, cfg.Delay, r, cfg.Loss)
 			}
 		}
 	}
-	for _, l := range t.Leaves {
-		for _, s := range t.Spines {
-			b.link(l, s, cfg.UplinkRate)
+	for i := 0; i < cfg.Spines; i++ {
+		sp := g.AddSwitch(fmt.Sprintf("spine%d", i), RoleSpine)
+		for _, l := range leaves {
+			g.Link(l, sp, cfg.UplinkRate, cfg.Delay, 0, cfg.Loss)
 		}
 	}
-	return b.finish(t)
+	return g, nil
+}
+
+// LeafSpine builds a leaf-spine fabric (see LeafSpineConfig.Graph).
+func LeafSpine(w *sim.World, cfg LeafSpineConfig) (*Topology, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	return build(w, cfg.Common, cfg.Graph, cfg.UplinkRate)
 }
 
 // FatTreeConfig describes a 3-tier k-ary fat-tree (Al-Fares et al.,
@@ -257,10 +252,13 @@ type FatTreeConfig struct {
 	CoreRate units.BitRate
 }
 
-// FatTree builds a fat-tree. Host i sits under edge switch i/(k/2);
-// aggregation switch j of every pod connects to core switches
-// j·k/2 .. j·k/2+k/2-1.
-func FatTree(w *sim.World, cfg FatTreeConfig) (*Topology, error) {
+// Graph lays the fat-tree out (Al-Fares et al., SIGCOMM'08 §3): the
+// cores, then per pod p its aggregation switches, each followed by its
+// cables to cores j·k/2 … j·k/2+k/2-1, then its edge switches, each
+// followed by its cables to the pod's aggregation switches and by its k/2
+// hosts and their cables. Host i sits under edge switch i/(k/2) (its
+// group).
+func (cfg FatTreeConfig) Graph() (*Graph, error) {
 	cfg.defaults()
 	k := cfg.K
 	if k < 2 || k%2 != 0 || k > 64 {
@@ -269,43 +267,48 @@ func FatTree(w *sim.World, cfg FatTreeConfig) (*Topology, error) {
 	if cfg.CoreRate == 0 {
 		cfg.CoreRate = cfg.HostRate
 	}
-	h := k / 2
-	b := &builder{net: sim.NewNetwork(w), c: &cfg.Common}
-	t := &Topology{HostRate: cfg.HostRate, CoreRate: cfg.CoreRate}
-	for i := 0; i < h*h; i++ {
-		t.Cores = append(t.Cores, b.sw(fmt.Sprintf("core%d", i)))
+	half := k / 2
+	g := NewGraph()
+	cores := make([]int, half*half)
+	for i := range cores {
+		cores[i] = g.AddSwitch(fmt.Sprintf("core%d", i), RoleCore)
 	}
-	for p := 0; p < k; p++ {
-		for j := 0; j < h; j++ {
-			t.Aggs = append(t.Aggs, b.sw(fmt.Sprintf("agg%d.%d", p, j)))
-		}
-		for j := 0; j < h; j++ {
-			t.Edges = append(t.Edges, b.sw(fmt.Sprintf("edge%d.%d", p, j)))
-		}
-	}
-	for e, edge := range t.Edges {
-		for j := 0; j < h; j++ {
-			host := b.host(fmt.Sprintf("h%d", e*h+j), 1)
-			if b.err != nil {
-				return nil, b.err
-			}
-			b.link(host.NIC(0), edge, cfg.HostRate)
-		}
-	}
-	for p := 0; p < k; p++ {
-		for e := 0; e < h; e++ {
-			for a := 0; a < h; a++ {
-				b.link(t.Edges[p*h+e], t.Aggs[p*h+a], cfg.CoreRate)
+	h := 0
+	for p := range k {
+		aggs := make([]int, half)
+		for j := range aggs {
+			aggs[j] = g.AddSwitch(fmt.Sprintf("agg%d.%d", p, j), RoleAgg)
+			for c := range half {
+				g.Link(aggs[j], cores[j*half+c], cfg.CoreRate, cfg.Delay, 0, cfg.Loss)
 			}
 		}
-		for a := 0; a < h; a++ {
-			for c := 0; c < h; c++ {
-				b.link(t.Aggs[p*h+a], t.Cores[a*h+c], cfg.CoreRate)
+		for e := range half {
+			edge := g.AddSwitch(fmt.Sprintf("edge%d.%d", p, e), RoleEdge)
+			for _, a := range aggs {
+				g.Link(edge, a, cfg.CoreRate, cfg.Delay, 0, cfg.Loss)
+			}
+			for range half {
+				g.Link(g.AddHost(h, p*half+e), edge, cfg.HostRate, cfg.Delay, 0, cfg.Loss)
+				h++
 			}
 		}
+	}
+	return g, nil
+}
+
+// FatTree builds a fat-tree (see FatTreeConfig.Graph).
+func FatTree(w *sim.World, cfg FatTreeConfig) (*Topology, error) {
+	cfg.defaults()
+	core := cfg.CoreRate
+	if core == 0 {
+		core = cfg.HostRate
+	}
+	t, err := build(w, cfg.Common, cfg.Graph, core)
+	if err != nil {
+		return nil, err
 	}
 	t.Leaves = t.Edges
-	return b.finish(t)
+	return t, nil
 }
 
 // MultiRailConfig describes hosts with Rails NICs each, where NIC r of
@@ -321,47 +324,59 @@ type MultiRailConfig struct {
 	UplinkRate units.BitRate
 }
 
-// MultiRail builds one leaf-spine plane per rail; switch names are prefixed
-// "rR-". Paths between two hosts exist only between NICs of the same rail.
-// For rails that share one fabric (rail-optimised leaves under common
-// spines) use LeafSpineConfig.Rails.
-func MultiRail(w *sim.World, cfg MultiRailConfig) (*Topology, error) {
+func (cfg *MultiRailConfig) fill() error {
 	cfg.defaults()
 	if cfg.Hosts < 1 || cfg.Rails < 1 || cfg.Rails > 64 || cfg.HostsPerLeaf < 1 || cfg.Spines < 1 || cfg.Hosts > 65536 {
-		return nil, fmt.Errorf("topo: MultiRailConfig Hosts = %d, Rails = %d, HostsPerLeaf = %d, Spines = %d (valid: Hosts 1..65536, Rails 1..64, others >= 1)",
+		return fmt.Errorf("topo: MultiRailConfig Hosts = %d, Rails = %d, HostsPerLeaf = %d, Spines = %d (valid: Hosts 1..65536, Rails 1..64, others >= 1)",
 			cfg.Hosts, cfg.Rails, cfg.HostsPerLeaf, cfg.Spines)
 	}
 	if cfg.UplinkRate == 0 {
 		cfg.UplinkRate = units.BitRate(int64(cfg.HostsPerLeaf) * int64(cfg.HostRate) / int64(cfg.Spines))
 	}
-	leaves := (cfg.Hosts + cfg.HostsPerLeaf - 1) / cfg.HostsPerLeaf
-	b := &builder{net: sim.NewNetwork(w), c: &cfg.Common}
-	t := &Topology{HostRate: cfg.HostRate, CoreRate: cfg.UplinkRate}
-	hosts := make([]*sim.Host, cfg.Hosts)
-	for i := range hosts {
-		hosts[i] = b.host(fmt.Sprintf("h%d", i), cfg.Rails)
-		if b.err != nil {
-			return nil, b.err
-		}
+	return nil
+}
+
+// Graph lays the planes out: the hosts (host i in group i/HostsPerLeaf),
+// then per rail r its spines "rR-spineI", its leaves "rR-leafI" each
+// followed by its cables to the plane's spines, then every host's NIC r
+// cable to its leaf.
+func (cfg MultiRailConfig) Graph() (*Graph, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
 	}
+	g := NewGraph()
+	hosts := make([]int, cfg.Hosts)
+	for i := range hosts {
+		hosts[i] = g.AddHost(i, i/cfg.HostsPerLeaf)
+	}
+	leaves := (cfg.Hosts + cfg.HostsPerLeaf - 1) / cfg.HostsPerLeaf
 	for r := 0; r < cfg.Rails; r++ {
-		var ls, ss []*sim.Switch
-		for i := 0; i < cfg.Spines; i++ {
-			ss = append(ss, b.sw(fmt.Sprintf("r%d-spine%d", r, i)))
+		spines := make([]int, cfg.Spines)
+		for i := range spines {
+			spines[i] = g.AddSwitch(fmt.Sprintf("r%d-spine%d", r, i), RoleSpine)
 		}
-		for i := 0; i < leaves; i++ {
-			ls = append(ls, b.sw(fmt.Sprintf("r%d-leaf%d", r, i)))
-		}
-		for i, h := range hosts {
-			b.link(h.NIC(r), ls[i/cfg.HostsPerLeaf], cfg.HostRate)
-		}
-		for _, l := range ls {
-			for _, s := range ss {
-				b.link(l, s, cfg.UplinkRate)
+		ls := make([]int, leaves)
+		for i := range ls {
+			ls[i] = g.AddSwitch(fmt.Sprintf("r%d-leaf%d", r, i), RoleLeaf)
+			for _, sp := range spines {
+				g.Link(ls[i], sp, cfg.UplinkRate, cfg.Delay, 0, cfg.Loss)
 			}
 		}
-		t.Leaves = append(t.Leaves, ls...)
-		t.Spines = append(t.Spines, ss...)
+		for i, h := range hosts {
+			g.Link(h, ls[i/cfg.HostsPerLeaf], cfg.HostRate, cfg.Delay, r, cfg.Loss)
+		}
 	}
-	return b.finish(t)
+	g.NICs = cfg.Rails
+	return g, nil
+}
+
+// MultiRail builds one leaf-spine plane per rail (see
+// MultiRailConfig.Graph). Paths between two hosts exist only between NICs
+// of the same rail. For rails that share one fabric (rail-optimised leaves
+// under common spines) use LeafSpineConfig.Rails.
+func MultiRail(w *sim.World, cfg MultiRailConfig) (*Topology, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	return build(w, cfg.Common, cfg.Graph, cfg.UplinkRate)
 }
