@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -242,5 +243,47 @@ func TestSessionCloseFailsTransfers(t *testing.T) {
 	}
 	if _, err := snd.SendAsync(ctx, "y", tensor(2, 10)); err == nil {
 		t.Fatal("SendAsync on an ended session succeeded")
+	}
+}
+
+// TestSessionSlowloris: peers that connect to a session listener and say
+// nothing (32 of them, from another source address) cannot keep a real
+// sender out: its Dial succeeds at once, long before their handshakes
+// time out.
+func TestSessionSlowloris(t *testing.T) {
+	ln, err := mptx.Listen("127.0.0.1:0", mptx.Config{Secret: testSecret, Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var idle []net.Conn
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	for range 32 {
+		c, err := d.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	defer func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go func() {
+		if s, err := ln.Accept(ctx); err == nil {
+			defer s.Close()
+			s.Recv(ctx)
+		}
+	}()
+	s, err := mptx.Dial(ctx, ln.Addr().String(), mptx.Config{Secret: testSecret, Paths: 2})
+	if err != nil {
+		t.Fatalf("Dial behind 32 silent peers: %v", err)
+	}
+	defer s.Close()
+	if err := s.Send(ctx, "x", tensor(1, 1<<20)); err != nil {
+		t.Fatal(err)
 	}
 }
