@@ -300,6 +300,9 @@ func (rs *recvSide) onDone(id multipath.TransferID, _ vtime.Time, err error) {
 	rs.receiptStart()
 	go func() {
 		defer rs.receiptDone()
+		if testHookReceived != nil {
+			testHookReceived(data)
+		}
 		var err error
 		if check {
 			if got := chunk.CRC32C(data); got != in.offer.CRC32C {
@@ -494,6 +497,10 @@ func cfgTransport(cfg Config) Transport {
 	}
 	return cfg.Transport
 }
+
+// testHookReceived, set by tests only, sees (and may corrupt) every tensor
+// before its checksum is checked.
+var testHookReceived func(data []byte)
 
 // errVerbsUnsupported is returned while sessions cannot run over verbs.
 var errVerbsUnsupported = errors.New("mptx: sessions over verbs are not available in this build; use --transport tcp (or auto)")

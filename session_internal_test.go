@@ -1,0 +1,65 @@
+package mptx
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSessionChecksumMismatch: a tensor whose bytes do not match the
+// sender's CRC32C is an error at both ends, not data.
+func TestSessionChecksumMismatch(t *testing.T) {
+	secret := []byte("0123456789abcdef-test-secret")
+	testHookReceived = func(data []byte) {
+		if len(data) > 1000 && string(data[:4]) == "BAD!" {
+			data[1000] ^= 0x40 // a bit flipped after the fence: the check must catch it
+		}
+	}
+	defer func() { testHookReceived = nil }()
+	ln, err := Listen("127.0.0.1:0", Config{Secret: secret, RegionSize: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rerr := make(chan error, 2)
+	go func() {
+		s, err := ln.Accept(ctx)
+		if err != nil {
+			rerr <- err
+			return
+		}
+		defer s.Close()
+		for range 2 {
+			tn, err := s.Recv(ctx)
+			if err == nil {
+				tn.Release()
+			}
+			rerr <- err
+		}
+	}()
+	s, err := Dial(ctx, ln.Addr().String(), Config{Secret: secret, SendBuffer: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	bad := make([]byte, 2<<20)
+	copy(bad, "BAD!")
+	err = s.Send(ctx, "bad", bad)
+	if err == nil || !strings.Contains(err.Error(), "CRC32C") {
+		t.Fatalf("Send of a tensor corrupted on arrival = %v, want a CRC32C error", err)
+	}
+	var te *TransferError
+	if err := <-rerr; !errors.As(err, &te) || te.Name != "bad" || !strings.Contains(err.Error(), "CRC32C") {
+		t.Fatalf("receiver: %v, want a TransferError naming the CRC32C", err)
+	}
+	if err := s.Send(ctx, "good", make([]byte, 2<<20)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-rerr; err != nil {
+		t.Fatal(err)
+	}
+}
