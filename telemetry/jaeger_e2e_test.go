@@ -25,12 +25,26 @@ import (
 )
 
 // jaegerBinary returns the Jaeger all-in-one binary: $MPTX_JAEGER if set,
-// else what scripts/jaeger.sh builds (or finds in its cache). A failure to
-// get it fails the test: the end-to-end check is not optional.
+// else the one scripts/jaeger.sh has built and cached (asked with --cached,
+// which never builds: a plain offline `go test ./...` must not download and
+// compile Jaeger). With neither the test skips, saying how to get one,
+// unless MPTX_JAEGER_REQUIRED=1 (set by `make test`, which builds the binary
+// first through telemetry.mk): then a missing binary fails it.
 func jaegerBinary(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv("MPTX_JAEGER"); p != "" {
+		if st, err := os.Stat(p); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+			t.Fatalf("MPTX_JAEGER=%s: not an executable file (%v)", p, err)
+		}
 		return p
+	}
+	missing := func(why string) string {
+		msg := "Jaeger binary not available (" + why + "): run `make jaeger` (scripts/jaeger.sh builds Jaeger v1.76.0 once, ~5 min, network needed) or set MPTX_JAEGER=/path/to/jaeger; `make test` does the former"
+		if os.Getenv("MPTX_JAEGER_REQUIRED") == "1" {
+			t.Fatal(msg + " [MPTX_JAEGER_REQUIRED=1]")
+		}
+		t.Skip(msg)
+		return ""
 	}
 	dir, err := os.Getwd()
 	if err != nil {
@@ -42,20 +56,16 @@ func jaegerBinary(t *testing.T) string {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			t.Fatal("cannot find the repository root (go.mod) to run scripts/jaeger.sh; set MPTX_JAEGER")
+			return missing("cannot find the repository root (go.mod) to ask scripts/jaeger.sh")
 		}
 		dir = parent
 	}
-	start := time.Now()
 	var stderr bytes.Buffer
-	cmd := exec.Command("bash", filepath.Join(dir, "scripts", "jaeger.sh"))
+	cmd := exec.Command("bash", filepath.Join(dir, "scripts", "jaeger.sh"), "--cached")
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("scripts/jaeger.sh: %v\n%s", err, stderr.String())
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Logf("built Jaeger in %v", d.Round(time.Second))
+		return missing(strings.TrimSpace(stderr.String()))
 	}
 	return strings.TrimSpace(string(out))
 }
