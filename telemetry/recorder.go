@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -157,6 +158,12 @@ type Recorder struct {
 	lastNow atomic.Int64     // latest event time (vtime.Time)
 	ins     instruments
 	dropped atomic.Int64 // transfers not traced: table full
+
+	// Transfer spans started by BeginTransfer, waiting for the engine's
+	// transfer-start event (written by the caller's goroutine, taken by
+	// the builder's).
+	beginMu sync.Mutex
+	begun   map[multipath.TransferID]begunTransfer
 
 	// Producer/consumer ring between Record and the builder goroutine; nil
 	// when synchronous.
@@ -385,6 +392,7 @@ func (r *Recorder) process(ev *multipath.Event) {
 	case kindPFC:
 		r.pfcPause(ev.Path, ev.Now, ev.Latency)
 	case kindClose:
+		r.abandonBegun(ev.Now)
 		for len(r.live) > 0 {
 			e := multipath.Event{Now: ev.Now, Transfer: r.slots[r.live[0]].id}
 			r.transferEnd(&e, schema.TransferAbandoned, "recorder closed")
@@ -428,8 +436,12 @@ func (r *Recorder) transferStart(ev *multipath.Event) {
 		// Close the old trace so the new one starts clean.
 		r.transferEnd(ev, schema.TransferAbandoned, "transfer id reused while live")
 	}
+	begun, hasBegun := r.takeBegun(ev.Transfer)
 	if len(r.free) == 0 {
 		r.dropped.Add(1)
+		if hasBegun {
+			endAbandoned(begun.span, r.wall(ev.Now), "transfer table full (Config.MaxTransfers)")
+		}
 		return
 	}
 	i := r.free[len(r.free)-1]
@@ -450,6 +462,22 @@ func (r *Recorder) transferStart(ev *multipath.Event) {
 	n := int(ev.Chunk)
 	s.chunks = slices.Grow(s.chunks[:0], n)[:n]
 	clear(s.chunks)
+	if hasBegun {
+		// Started by BeginTransfer: the span, its ids (already on the
+		// control channel) and its processors are known; add what the
+		// engine knows.
+		s.ctx, s.span, s.sc = begun.ctx, begun.span, begun.span.SpanContext()
+		s.span.SetAttributes(
+			attribute.Int64(schema.AttrTransferBytes, int64(ev.Bytes)),
+			attribute.Int64(schema.AttrTransferChunks, int64(ev.Chunk)),
+			attribute.Int64(schema.AttrChunkSize, int64(ev.Size)),
+		)
+		s.recording = s.span.IsRecording()
+		if len(begun.procs) > 0 && s.recording {
+			r.useFastPath(s, begun.procs)
+		}
+		return
+	}
 	a := append(r.attrs[:0],
 		attribute.Int64(schema.AttrTransferID, int64(ev.Transfer)),
 		attribute.Int64(schema.AttrTransferBytes, int64(ev.Bytes)),
@@ -471,19 +499,19 @@ func (r *Recorder) transferStart(ev *multipath.Event) {
 	s.ctx, s.span, s.sc = ctx, span, span.SpanContext()
 	s.recording = span.IsRecording()
 	if len(r.hs.procs) > 0 && s.recording {
-		r.useFastPath(s)
+		r.useFastPath(s, r.hs.procs)
 	}
 }
 
 // useFastPath makes slot s's chunk spans go to the processors that
 // answered the handshake, with the resource and scope of its span.
-func (r *Recorder) useFastPath(s *transferSlot) {
+func (r *Recorder) useFastPath(s *transferSlot, procs []*spanProcessor) {
 	ro, ok := s.span.(sdktrace.ReadOnlySpan)
 	if !ok {
 		return
 	}
-	if !slices.Equal(r.hs.procs, r.fast) {
-		r.fast = slices.Clone(r.hs.procs)
+	if !slices.Equal(procs, r.fast) {
+		r.fast = slices.Clone(procs)
 	}
 	if r.src == nil { // r.tracer, hence resource and scope, never change
 		r.src = &spanSource{res: ro.Resource(), scope: ro.InstrumentationScope(), tp: s.span.TracerProvider()}
