@@ -76,7 +76,9 @@ func runBothEnds(t testing.TB, cfg bothEndsConfig) bothEnds {
 	sent, got := false, false
 	snd, err := mptx.NewSender(net.Conn(), mptx.SenderConfig{
 		Engine: multipath.Config{CC: "dcqcn", Recorder: srec, ChunkSize: 256 * units.KiB},
-		OnDone: func(_ multipath.TransferID, now vtime.Time, err error) { sent, res.sentAt, res.sendErr = true, now, err },
+		OnDone: func(_ multipath.TransferID, now vtime.Time, err error) {
+			sent, res.sentAt, res.sendErr = true, now, err
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
