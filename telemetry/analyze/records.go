@@ -33,6 +33,8 @@ type spanRec struct {
 	// mptx.transfer and mptx.receive.
 	bytes, chunkSize, chunks, paths          int64
 	cc, backend, peer, name, outcome, errMsg string
+	errType                                  string // error.type, before the kind decides its meaning
+	hasID                                    bool
 	events                                   []rawEvent
 	recvChunks, dups, queueMax, handoffSum   int64
 	lastArrival, lag                         int64
@@ -92,81 +94,44 @@ func extract(td ptrace.Traces, out []spanRec) ([]spanRec, int, error) {
 func (r *spanRec) fill(sp ptrace.Span) error {
 	r.trace, r.span = sp.TraceID(), sp.SpanID()
 	r.start, r.end = sp.StartTimestamp(), sp.EndTimestamp()
-	name := sp.Name()
+	sp.Attributes().Range(func(k string, v pcommon.Value) bool {
+		r.setAttr(k, valueOf(v))
+		return true
+	})
+	var events []rawEvent
+	if r.kind == recTransfer {
+		events = transferEvents(sp.Events())
+	}
+	return r.check(sp.Name(), int64(sp.Status().Code()), sp.Status().Message(), events)
+}
+
+// valueOf converts a pdata attribute value.
+func valueOf(v pcommon.Value) value {
+	out := value{str: v.AsString(), hasStr: true}
+	switch v.Type() {
+	case pcommon.ValueTypeStr:
+		out.kind = 's'
+	case pcommon.ValueTypeInt:
+		out.kind, out.i = 'i', v.Int()
+	case pcommon.ValueTypeDouble:
+		out.kind, out.d = 'd', v.Double()
+	case pcommon.ValueTypeBool:
+		out.kind = 'b'
+	case pcommon.ValueTypeEmpty:
+	default:
+		out.kind = 'x'
+	}
+	return out
+}
+
+// check validates a decoded span and completes what depends on its kind
+// (known once the whole span is read): the error attribute's meaning,
+// the status message as the error, the transfer span's events.
+func (r *spanRec) check(name string, statusCode int64, statusMsg string, events []rawEvent) error {
 	if r.end < r.start {
 		return fmt.Errorf("analyze: span %s %s ends (%d) before it starts (%d)", name, r.span, r.end, r.start)
 	}
-	hasID := false
-	sp.Attributes().Range(func(k string, v pcommon.Value) bool {
-		switch k {
-		case schema.AttrTransferID:
-			r.id, hasID = intValue(v)
-		case schema.AttrTransferBytes:
-			r.bytes, _ = intValue(v)
-		case schema.AttrChunkSize:
-			r.chunkSize, _ = intValue(v)
-		case schema.AttrTransferChunks:
-			r.chunks, _ = intValue(v)
-		case schema.AttrPaths:
-			r.paths, _ = intValue(v)
-		case schema.AttrCC:
-			r.cc = v.AsString()
-		case schema.AttrBackend:
-			r.backend = v.AsString()
-		case schema.AttrNetworkPeerAddress:
-			r.peer = v.AsString()
-		case schema.AttrTransferName:
-			r.name = v.AsString()
-		case schema.AttrTransferOutcome:
-			r.outcome = v.AsString()
-		case schema.AttrErrorType:
-			if r.kind == recChunk || r.kind == recRecvChunk {
-				r.reason = v.AsString()
-			} else {
-				r.errMsg = v.AsString()
-			}
-		case schema.AttrRecvChunks:
-			r.recvChunks, _ = intValue(v)
-		case schema.AttrRecvDuplicates:
-			r.dups, _ = intValue(v)
-		case schema.AttrRecvQueueMax:
-			r.queueMax, _ = intValue(v)
-		case schema.AttrRecvHandoffSum:
-			r.handoffSum, _ = intValue(v)
-		case schema.AttrRecvLastArrival:
-			r.lastArrival, r.hasArrival = intValue(v)
-		case schema.AttrRecvLag:
-			r.lag, _ = intValue(v)
-		case schema.AttrChunkIndex:
-			r.index, _ = intValue(v)
-		case schema.AttrPath:
-			r.path, r.hasPath = intValue(v)
-		case schema.AttrAttempt:
-			r.attempt, _ = intValue(v)
-		case schema.AttrChunkBytes:
-			r.chunkBytes, _ = intValue(v)
-		case schema.AttrChunkOutcome:
-			r.outcome = v.AsString()
-		case schema.AttrChunkECN:
-			r.ecn, _ = intValue(v)
-		case schema.AttrQPN:
-			r.qpn, _ = intValue(v)
-		case schema.AttrChunkRTT:
-			r.rtt, _ = intValue(v)
-		case schema.AttrDevice:
-			r.device = v.AsString()
-		case schema.AttrNIC:
-			r.nic = v.AsString()
-		case schema.AttrRecvQueue:
-			r.queue, _ = intValue(v)
-		case schema.AttrRecvWait:
-			r.wait, _ = intValue(v)
-		case schema.AttrRecvHandoff:
-			r.handoff, _ = intValue(v)
-		}
-		return true
-	})
-	if !hasID {
+	if !r.hasID {
 		return fmt.Errorf("analyze: span %s %s has no %s attribute", name, r.span, schema.AttrTransferID)
 	}
 	switch r.kind {
@@ -174,12 +139,11 @@ func (r *spanRec) fill(sp ptrace.Span) error {
 		if r.bytes < 0 || r.chunkSize < 0 || r.chunks < 0 || r.paths < 0 || r.chunks > 1<<32 || r.paths > 1<<16 {
 			return fmt.Errorf("analyze: %s span %s: negative or absurd size attributes (bytes %d, chunk size %d, chunks %d, paths %d)", name, r.span, r.bytes, r.chunkSize, r.chunks, r.paths)
 		}
+		r.errMsg = r.errType
 		if r.outcome != schema.TransferDone && r.errMsg == "" {
-			r.errMsg = sp.Status().Message()
+			r.errMsg = statusMsg
 		}
-		if r.kind == recTransfer {
-			r.events = transferEvents(sp.Events())
-		}
+		r.events = events
 	case recChunk, recRecvChunk:
 		if (!r.hasPath && r.kind == recChunk) || r.path < 0 || r.path > 1<<16 {
 			return fmt.Errorf("analyze: chunk span %s: %s = %d (present %v): want 0..65536", r.span, schema.AttrPath, r.path, r.hasPath)
@@ -190,10 +154,12 @@ func (r *spanRec) fill(sp ptrace.Span) error {
 		if r.queue < 0 || r.wait < 0 || r.handoff < 0 {
 			return fmt.Errorf("analyze: chunk span %s: negative receiver times (queue %d, wait %d, hand-off %d ns)", r.span, r.queue, r.wait, r.handoff)
 		}
-		if r.kind == recRecvChunk && r.reason == "" && sp.Status().Code() == ptrace.StatusCodeError {
-			r.reason = sp.Status().Message()
+		r.reason = r.errType
+		if r.kind == recRecvChunk && r.reason == "" && statusCode == int64(ptrace.StatusCodeError) {
+			r.reason = statusMsg
 		}
 	}
+	r.errType = ""
 	return nil
 }
 

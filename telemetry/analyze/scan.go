@@ -180,6 +180,7 @@ type result struct {
 	spans   int
 	metrics *pmetric.Metrics
 	err     error
+	fast    bool // decoded by the fast decoder (which copies what it keeps)
 }
 
 // scanSource reads one source: a reader splits lines, workers decode them,
@@ -210,8 +211,12 @@ func scanSource(ctx context.Context, src Source, workers int, st *stream, mr *me
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			fd := newFastDecoder()
 			for j := range jobs {
-				res := decodeLine(j)
+				res := decodeLine(fd, j)
+				if res.fast { // pdata's values might point into the line
+					putLine(j.data)
+				}
 				select {
 				case results <- res:
 				case <-ctx.Done():
@@ -331,31 +336,47 @@ func splitLines(ctx context.Context, r io.Reader, in *InputStats, jobs chan<- jo
 }
 
 // readLine returns the next line (with its newline), at most MaxLine
-// bytes; it returns io.EOF with the last, unterminated line.
+// bytes, in a buffer from linePool; it returns io.EOF with the last,
+// unterminated line.
 func readLine(br *bufio.Reader) ([]byte, error) {
-	var buf []byte
+	buf := getLine()
 	for {
 		frag, err := br.ReadSlice('\n')
 		if len(buf)+len(frag) > MaxLine {
 			return nil, fmt.Errorf("longer than %d MiB (MaxLine)", MaxLine>>20)
 		}
-		if err == nil {
-			if buf == nil {
-				return slices.Clone(frag), nil
-			}
-			return append(buf, frag...), nil
-		}
 		buf = append(buf, frag...)
+		if err == nil {
+			return buf, nil
+		}
 		if !errors.Is(err, bufio.ErrBufferFull) {
 			return buf, err
 		}
 	}
 }
 
+// linePool recycles line buffers: the decoders copy what they keep, so a
+// line's buffer is free once it is decoded. Buffers over 4 MiB are left
+// to the collector.
+var linePool sync.Pool
+
+func getLine() []byte {
+	if b, ok := linePool.Get().(*[]byte); ok {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, 64<<10)
+}
+
+func putLine(b []byte) {
+	if cap(b) <= 4<<20 {
+		linePool.Put(&b)
+	}
+}
+
 // decodeLine decodes one line: traces (OTLP, or Jaeger's {"result": …})
-// into span records, metrics with pdata's metrics unmarshaler, logs
-// skipped.
-func decodeLine(j job) result {
+// into span records, by the fast decoder or, when it declines, pdata's
+// unmarshaler; metrics with pdata's metrics unmarshaler; logs skipped.
+func decodeLine(fd *fastDecoder, j job) result {
 	res := result{seq: j.seq, line: j.line}
 	data := bytes.TrimSpace(j.data)
 	switch signal(data) {
@@ -368,6 +389,10 @@ func decodeLine(j job) result {
 		res.metrics = &md
 		return res
 	case "logs":
+		return res
+	}
+	if recs, spans, err := fd.decode(data); err == nil {
+		res.recs, res.spans, res.fast = recs, spans, true
 		return res
 	}
 	td, err := parseDoc(data)
