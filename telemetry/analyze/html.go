@@ -28,7 +28,7 @@ const (
 	barAcked = iota
 	barStraggler
 	barRequeued
-	barOther // abandoned, superseded
+	barOther    // abandoned, superseded
 	barCritical = 16
 )
 
