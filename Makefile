@@ -5,7 +5,7 @@
 #   make build     build bin/mptx
 #   make test      go vet + race tests of every package (the CI command)
 #   make bench     benchmarks of the hot paths (pipe into benchstat)
-#   make lint      gofmt + go vet
+#   make lint      gofmt + go mod tidy -diff + go vet
 #   make cover     coverage profile and summary
 #   make rxe-test  real-verbs tests inside a Soft-RoCE qemu VM (root)
 #   make fuzz      every fuzz target for a share of FUZZ_BUDGET (default 120s)
@@ -40,6 +40,7 @@ bench:
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	$(GO) vet $(PKGS)
 
 cover:

@@ -13,73 +13,11 @@ import (
 	"github.com/mptx-dev/mptx/vtime"
 )
 
-// rig runs a Sender and a Receiver over an in-memory network in virtual
-// time.
-type rig struct {
-	t      *testing.T
-	net    *mem.Network
-	snd    *mptx.Sender
-	rcv    *mptx.Receiver
-	sent   map[multipath.TransferID]error
-	recvd  map[multipath.TransferID]error
-	doneAt map[multipath.TransferID]vtime.Time
-	send   []byte
-}
-
-func newRig(t *testing.T, paths []mem.PathConfig, region units.Bytes, cfg mptx.SenderConfig) *rig {
-	t.Helper()
-	r := &rig{t: t, sent: map[multipath.TransferID]error{}, recvd: map[multipath.TransferID]error{}, doneAt: map[multipath.TransferID]vtime.Time{}}
-	r.send = make([]byte, region)
-	for i := range r.send {
-		r.send[i] = byte(i*131 + i>>12)
-	}
-	net, err := mem.New(mem.Config{Paths: paths, SendRegion: r.send, RecvRegion: make([]byte, region)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.net = net
-	cfg.OnDone = func(id multipath.TransferID, now vtime.Time, err error) { r.sent[id] = err; r.doneAt[id] = now }
-	if r.snd, err = mptx.NewSender(net.Conn(), cfg); err != nil {
-		t.Fatal(err)
-	}
-	r.rcv, err = mptx.NewReceiver(net.Receiver(), mptx.ReceiverConfig{
-		OnDone: func(id multipath.TransferID, _ vtime.Time, err error) { r.recvd[id] = err },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
-func (r *rig) submit(id multipath.TransferID, size units.Bytes) {
-	r.t.Helper()
-	slot, plan, err := r.snd.Submit(r.net.Now(), multipath.TransferSpec{ID: id, Size: size})
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	if err := r.rcv.Expect(slot, id, plan, 0); err != nil {
-		r.t.Fatal(err)
-	}
-}
-
-func (r *rig) run(id multipath.TransferID) {
-	r.t.Helper()
-	next := r.snd.Step(r.net.Now())
-	for i := 0; ; i++ {
-		if _, ok := r.sent[id]; ok {
-			if _, ok := r.recvd[id]; ok || r.sent[id] != nil {
-				return
-			}
-		}
-		t := vtime.Earliest(r.net.Next(), next)
-		if t == 0 || i > 2_000_000 {
-			r.t.Fatalf("stuck at %v (sent %v, received %v)", r.net.Now(), r.sent, r.recvd)
-		}
-		r.net.AdvanceTo(t)
-		now := r.net.Now()
-		r.rcv.Step(now)
-		next = r.snd.Step(now)
-	}
+// want returns transfer id's bytes as the memRig sends them.
+func want(id multipath.TransferID, size units.Bytes) []byte {
+	b := make([]byte, size)
+	pattern(b, id)
+	return b
 }
 
 func TestEndToEndRatesAndIntegrity(t *testing.T) {
@@ -90,13 +28,12 @@ func TestEndToEndRatesAndIntegrity(t *testing.T) {
 	// (where the congestion-aware policy keeps slow paths idle) moves the
 	// split by less than the tolerance.
 	const size = 256 * units.MiB
-	r := newRig(t, paths, size, mptx.SenderConfig{Engine: multipath.Config{CC: "fixed", ChunkSize: units.MiB}})
-	r.submit(1, size)
-	r.run(1)
+	r := newMemRig(t, paths, size, mptx.SenderConfig{Engine: multipath.Config{CC: "fixed", ChunkSize: units.MiB}})
+	r.ship(1)
 	if r.sent[1] != nil || r.recvd[1] != nil {
 		t.Fatalf("sender %v, receiver %v", r.sent[1], r.recvd[1])
 	}
-	if !bytes.Equal(r.net.Receiver().Region(), r.send) {
+	if !bytes.Equal(r.recv, want(1, size)) {
 		t.Fatal("received tensor differs from the sent one")
 	}
 	var total units.Bytes
@@ -121,13 +58,12 @@ func TestEndToEndPathDies(t *testing.T) {
 		{Rate: 10 * units.Gbps, NIC: 0}, {Rate: 10 * units.Gbps, NIC: 1, FailAt: vtime.Epoch.Add(8 * time.Millisecond)}, {Rate: 10 * units.Gbps, NIC: 2},
 	}
 	const size = 64 * units.MiB
-	r := newRig(t, paths, size, mptx.SenderConfig{Engine: multipath.Config{CC: "dcqcn", ChunkSize: units.MiB}})
-	r.submit(9, size)
-	r.run(9)
+	r := newMemRig(t, paths, size, mptx.SenderConfig{Engine: multipath.Config{CC: "dcqcn", ChunkSize: units.MiB}})
+	r.ship(9)
 	if r.sent[9] != nil || r.recvd[9] != nil {
 		t.Fatalf("sender %v, receiver %v", r.sent[9], r.recvd[9])
 	}
-	if !bytes.Equal(r.net.Receiver().Region(), r.send) {
+	if !bytes.Equal(r.recv, want(9, size)) {
 		t.Fatal("received tensor differs from the sent one after a path died")
 	}
 	st := r.snd.Engine().Stats(1)
@@ -148,9 +84,8 @@ func TestEndToEndPathDies(t *testing.T) {
 func TestEndToEndMarkedPathCompletes(t *testing.T) {
 	paths := []mem.PathConfig{{Rate: 40 * units.Gbps, NIC: 0, CNPEvery: 4 * units.MiB}, {Rate: 20 * units.Gbps, NIC: 1}, {Rate: 10 * units.Gbps, NIC: 2}}
 	const size = 48 * units.MiB
-	r := newRig(t, paths, size, mptx.SenderConfig{Engine: multipath.Config{CC: "dcqcn", ChunkSize: units.MiB}})
-	r.submit(1, size)
-	r.run(1)
+	r := newMemRig(t, paths, size, mptx.SenderConfig{Engine: multipath.Config{CC: "dcqcn", ChunkSize: units.MiB}})
+	r.ship(1)
 	if r.sent[1] != nil || r.recvd[1] != nil {
 		t.Fatalf("sender %v, receiver %v", r.sent[1], r.recvd[1])
 	}
@@ -165,9 +100,8 @@ func TestEndToEndMarkedPathCompletes(t *testing.T) {
 func TestEndToEndSlowPathFairShare(t *testing.T) {
 	paths := []mem.PathConfig{{Rate: 10 * units.Gbps, NIC: 0}, {Rate: 10 * units.Gbps, NIC: 1}, {Rate: 10 * units.Gbps, NIC: 2}, {Rate: units.Gbps, NIC: 3}}
 	const size = 64 * units.MiB
-	r := newRig(t, paths, size, mptx.SenderConfig{Engine: multipath.Config{CC: "dcqcn", ChunkSize: units.MiB}})
-	r.submit(1, size)
-	r.run(1)
+	r := newMemRig(t, paths, size, mptx.SenderConfig{Engine: multipath.Config{CC: "dcqcn", ChunkSize: units.MiB}})
+	r.ship(1)
 	if r.sent[1] != nil || r.recvd[1] != nil {
 		t.Fatalf("sender %v, receiver %v", r.sent[1], r.recvd[1])
 	}
@@ -187,9 +121,8 @@ func TestEndToEndECNShrinksShare(t *testing.T) {
 	share := func(cnpEvery units.Bytes) float64 {
 		paths := []mem.PathConfig{{Rate: 10 * units.Gbps, NIC: 0, CNPEvery: cnpEvery}, {Rate: 10 * units.Gbps, NIC: 1}, {Rate: 10 * units.Gbps, NIC: 2}}
 		const size = 48 * units.MiB
-		r := newRig(t, paths, size, mptx.SenderConfig{Engine: multipath.Config{CC: "dcqcn", ChunkSize: units.MiB}})
-		r.submit(1, size)
-		r.run(1)
+		r := newMemRig(t, paths, size, mptx.SenderConfig{Engine: multipath.Config{CC: "dcqcn", ChunkSize: units.MiB}})
+		r.ship(1)
 		if r.sent[1] != nil || r.recvd[1] != nil {
 			t.Fatalf("sender %v, receiver %v", r.sent[1], r.recvd[1])
 		}
@@ -217,9 +150,8 @@ func TestEndToEndDeterministic(t *testing.T) {
 			{Rate: 10 * units.Gbps, NIC: 2}, {Rate: 5 * units.Gbps, NIC: 3}}
 		rec := &traceRecorder{}
 		const size = 32 * units.MiB
-		r := newRig(t, paths, size, mptx.SenderConfig{Engine: multipath.Config{CC: "dcqcn", Policy: multipath.Random, Seed: seed, Recorder: rec}})
-		r.submit(1, size)
-		r.run(1)
+		r := newMemRig(t, paths, size, mptx.SenderConfig{Engine: multipath.Config{CC: "dcqcn", Policy: multipath.Random, Seed: seed, Recorder: rec}})
+		r.ship(1)
 		if r.sent[1] != nil {
 			t.Fatal(r.sent[1])
 		}

@@ -14,12 +14,15 @@
 package mptx
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/mptx-dev/mptx/chunk"
 	"github.com/mptx-dev/mptx/multipath"
 	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/units"
 	"github.com/mptx-dev/mptx/vtime"
 )
 
@@ -40,11 +43,14 @@ type SenderConfig struct {
 
 // SenderStats counts the driver's own work.
 type SenderStats struct {
-	Posted      uint64 // work requests posted
-	Completions uint64 // send completions polled
-	PostErrors  uint64 // work requests the backend refused
-	Resets      uint64 // queue pairs brought back from the error state
-	Steps       uint64
+	Posted        uint64 // work requests posted
+	Completions   uint64 // send completions polled
+	PostErrors    uint64 // work requests the backend refused
+	Resets        uint64 // queue-pair resets (fences and resets before probes)
+	ResetErrors   uint64 // resets the backend could not carry out
+	SetRateErrors uint64 // hardware rate limits the backend refused
+	CounterErrors uint64 // counter readings that failed
+	Steps         uint64
 }
 
 // Sender drives the engine over one qp.Conn.
@@ -63,6 +69,16 @@ type Sender struct {
 	hops   [8]qp.INTHop
 	nextCt vtime.Time
 	stats  SenderStats
+
+	// pathErr is the latest backend error of each path (post, reset,
+	// set-rate, counters); it is added to the error of a transfer that
+	// fails afterwards.
+	pathErr []error
+	// rateDown marks paths taken down because SetRate failed; Step
+	// retries the rate every CounterInterval and brings them back up.
+	rateDown []bool
+	rateWant []units.BitRate
+	err      error // sticky: the completion queue failed
 }
 
 // NewSender builds a sender over conn.
@@ -120,6 +136,9 @@ func NewSender(conn qp.Conn, cfg SenderConfig) (*Sender, error) {
 	s.cqes = make([]qp.Completion, cfg.Batch)
 	s.wrs = make([][]qp.SendWR, len(infos))
 	s.ids = make([][]uint64, len(infos))
+	s.pathErr = make([]error, len(infos))
+	s.rateDown = make([]bool, len(infos))
+	s.rateWant = make([]units.BitRate, len(infos))
 	for i := range s.wrs {
 		s.wrs[i] = make([]qp.SendWR, 0, cfg.Batch)
 		s.ids[i] = make([]uint64, 0, cfg.Batch)
@@ -136,19 +155,50 @@ func (s *Sender) Conn() qp.Conn { return s.conn }
 // Stats returns the driver's counters.
 func (s *Sender) Stats() SenderStats { return s.stats }
 
-// Submit starts a transfer; see multipath.Engine.Submit. Call Step after
-// it (the simulator glue and Loop do).
+// Submit starts a transfer; see multipath.Engine.Submit. It returns the
+// transfer's tag, which the receiver's Expect needs, and its plan. Call
+// Step after it (the simulator glue and Loop do).
+//
+// The send buffer range of the transfer must stay unchanged until OnDone
+// reports the transfer: until then the backend may read it (a chunk can be
+// sent again on another path). Once OnDone has run, done or failed, no
+// work request of the transfer is outstanding and none can be posted, so
+// the range may be reused at once, and nothing of the transfer can land in
+// the receiver's memory any more.
 func (s *Sender) Submit(now vtime.Time, spec multipath.TransferSpec) (int, chunk.Plan, error) {
+	if s.err != nil {
+		return 0, chunk.Plan{}, s.err
+	}
 	return s.eng.Submit(now, spec)
 }
+
+// Cancel ends transfer id at now with err; OnDone reports it (with an
+// error wrapping multipath.ErrCanceled) once its posted work requests have
+// completed. See multipath.Engine.Cancel.
+func (s *Sender) Cancel(now vtime.Time, id multipath.TransferID, err error) error {
+	return s.eng.Cancel(now, id, err)
+}
+
+// Err returns the sender's sticky error: non-nil once its completion queue
+// failed. The connection is then closed and every transfer has been
+// reported failed; the sender accepts no more.
+func (s *Sender) Err() error { return s.err }
+
+// PathError returns the latest backend error of path i (a refused post,
+// reset, rate limit or counter reading), nil if none.
+func (s *Sender) PathError(i int) error { return s.pathErr[i] }
 
 // Step runs one round of the driver loop at now and returns the next
 // instant it must run again (0: only when a completion arrives).
 func (s *Sender) Step(now vtime.Time) vtime.Time {
 	s.stats.Steps++
+	if s.err != nil {
+		return 0
+	}
 	s.poll(now)
 	if s.eng.Live() > 0 && now >= s.nextCt {
 		s.readCounters(now)
+		s.retryRates(now)
 		s.nextCt = now.Add(s.cfg.CounterInterval)
 	}
 	if d := s.eng.Deadline(); d != 0 && d <= now {
@@ -170,9 +220,13 @@ func (s *Sender) Step(now vtime.Time) vtime.Time {
 }
 
 func (s *Sender) poll(now vtime.Time) {
-	for {
+	for s.err == nil {
 		n, err := s.conn.Poll(s.cqes)
-		if err != nil || n == 0 {
+		if err != nil {
+			s.fatal(now, fmt.Errorf("mptx: polling the send completion queue: %w", err))
+			return
+		}
+		if n == 0 {
 			return
 		}
 		s.stats.Completions += uint64(n)
@@ -213,6 +267,11 @@ func (s *Sender) readCounters(now vtime.Time) {
 	for i := 0; i < s.eng.NumPaths(); i++ {
 		c, err := s.conn.Counters(i)
 		if err != nil {
+			// Counters only steer congestion control; a path whose
+			// readings fail keeps its last state. The error is kept
+			// for PathError and for the error of a failing transfer.
+			s.stats.CounterErrors++
+			s.pathErr[i] = fmt.Errorf("reading counters: %w", err)
 			continue
 		}
 		s.eng.OnCounters(now, i, c.ECNMarked, c.CNPReceived)
@@ -226,16 +285,14 @@ func (s *Sender) execute(now vtime.Time, acts []multipath.Action) {
 		a := &acts[i]
 		switch a.Kind {
 		case multipath.ActSetRate:
-			if err := s.rl.SetRate(a.Path, a.Rate); err != nil {
-				s.stats.PostErrors++
-			}
+			s.setRate(now, a.Path, a.Rate)
+		case multipath.ActReset:
+			s.fence(now, a.Path)
 		case multipath.ActPost, multipath.ActProbe:
-			if a.Reset {
-				if err := s.reset(a.Path); err != nil {
-					s.comp = multipath.Completion{WorkID: a.WorkID, Reason: "reset-failed"}
-					s.eng.OnCompletion(now, &s.comp)
-					continue
-				}
+			if a.Reset && !s.fence(now, a.Path) {
+				s.comp = multipath.Completion{WorkID: a.WorkID, Reason: "reset-failed"}
+				s.eng.OnCompletion(now, &s.comp)
+				continue
 			}
 			wr := qp.SendWR{ID: a.WorkID, Op: qp.OpWrite, Local: a.Local, Remote: a.Remote, Len: a.Len}
 			if a.HasImm {
@@ -253,9 +310,13 @@ func (s *Sender) execute(now vtime.Time, acts []multipath.Action) {
 		s.stats.Posted += uint64(n)
 		if err != nil || n < len(wrs) {
 			reason := "post-failed"
-			if err == qp.ErrQueueFull {
+			if errors.Is(err, qp.ErrQueueFull) {
 				reason = "send-queue-full"
 			}
+			if err == nil {
+				err = fmt.Errorf("posted %d of %d work requests", n, len(wrs))
+			}
+			s.pathErr[p] = fmt.Errorf("posting: %w", err)
 			for k := n; k < len(wrs); k++ {
 				s.stats.PostErrors++
 				s.comp = multipath.Completion{WorkID: wrs[k].ID, Reason: reason}
@@ -273,21 +334,98 @@ func (s *Sender) execute(now vtime.Time, acts []multipath.Action) {
 			}
 		case multipath.ActFailed:
 			if s.cfg.OnDone != nil {
-				s.cfg.OnDone(a.Transfer, now, a.Err)
+				s.cfg.OnDone(a.Transfer, now, s.withCauses(a.Err))
 			}
 		}
 	}
 }
 
-// reset brings path's queue pair out of the error state where the backend
-// can (qp.Resetter); without it the probe goes out on the errored queue
-// pair and fails, and the engine's backoff decides.
-func (s *Sender) reset(path int) error {
+// fence resets path's queue pair (qp.Resetter), which flushes its
+// outstanding work at both ends, and tells the engine how it went. Without
+// a Resetter the engine is told the reset failed: it then waits for the
+// work requests to complete, as RC guarantees they will (successfully or
+// after the transport's retries run out).
+func (s *Sender) fence(now vtime.Time, path int) bool {
 	if s.rs == nil {
-		return nil
+		s.eng.OnReset(now, path, false)
+		return false
 	}
 	s.stats.Resets++
-	return s.rs.Reset(path)
+	if err := s.rs.Reset(path); err != nil {
+		s.stats.ResetErrors++
+		s.pathErr[path] = fmt.Errorf("resetting the queue pair: %w", err)
+		s.eng.OnReset(now, path, false)
+		return false
+	}
+	s.eng.OnReset(now, path, true)
+	return true
+}
+
+// setRate programs path's hardware rate limit. A path whose limit the
+// backend refuses would send unpaced, so it is taken out of use until a
+// retry (every CounterInterval) succeeds.
+func (s *Sender) setRate(now vtime.Time, path int, r units.BitRate) {
+	s.rateWant[path] = r
+	if err := s.rl.SetRate(path, r); err != nil {
+		s.stats.SetRateErrors++
+		s.pathErr[path] = fmt.Errorf("setting the rate limit to %v: %w", r, err)
+		if !s.rateDown[path] {
+			s.rateDown[path] = true
+			s.eng.OnPathDown(now, path, "set-rate-failed")
+		}
+		return
+	}
+	if s.rateDown[path] {
+		s.rateDown[path] = false
+		s.eng.OnPathUp(now, path)
+	}
+}
+
+func (s *Sender) retryRates(now vtime.Time) {
+	for i, down := range s.rateDown {
+		if down {
+			s.setRate(now, i, s.rateWant[i])
+		}
+	}
+}
+
+// fatal makes err sticky: the connection is closed (which destroys its
+// queue pairs: nothing more is posted, and what was outstanding is flushed
+// or dropped) and every transfer is reported failed with err.
+func (s *Sender) fatal(now vtime.Time, err error) {
+	if s.err != nil {
+		return
+	}
+	s.err = err
+	if cerr := s.conn.Close(); cerr != nil {
+		err = fmt.Errorf("%w (closing the connection: %v)", err, cerr)
+	}
+	s.eng.Abort(now, err)
+	for {
+		n := s.eng.Actions(now, s.acts)
+		for i := range s.acts[:n] {
+			if a := &s.acts[i]; (a.Kind == multipath.ActDone || a.Kind == multipath.ActFailed) && s.cfg.OnDone != nil {
+				s.cfg.OnDone(a.Transfer, now, a.Err)
+			}
+		}
+		if n < len(s.acts) {
+			return
+		}
+	}
+}
+
+// withCauses adds the paths' backend errors to a transfer's failure.
+func (s *Sender) withCauses(err error) error {
+	var causes []string
+	for i, pe := range s.pathErr {
+		if pe != nil {
+			causes = append(causes, fmt.Sprintf("path %d: %v", i, pe))
+		}
+	}
+	if err == nil || len(causes) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w; backend errors: %s", err, strings.Join(causes, "; "))
 }
 
 // Idle reports whether the sender has no live transfer.

@@ -14,14 +14,16 @@
 // sees the immediate of a chunk's last segment, the chunk's earlier
 // segments, posted before it on the same QP, have landed too.
 //
-// The sender walks a Plan with a Chunker, which fills caller-owned Chunk
-// descriptors (with an optional CRC32C of the payload), and may keep a
-// Tracker per path: the bounded FIFO of chunks in flight on that queue
-// pair, acknowledged in posting order and handed back whole when the path
-// fails. The receiver keeps
-// one Reassembly per transfer: a bitmap over chunk indices that tolerates
-// out-of-order and duplicate completions (retries on another path deliver
+// The sender's engine (package multipath) walks a Plan itself: it hands
+// chunk indices to paths, posts each chunk as segments (Plan.Span gives a
+// chunk's offset and length), retries a chunk from its first segment on
+// another path when its path fails, and counts a chunk done when the
+// completion of its last segment arrives. The receiver keeps one
+// Reassembly per transfer: a bitmap over chunk indices that tolerates
+// out-of-order and duplicate completions (a retry on another path delivers
 // a chunk twice) and says Complete only when every index has been seen.
+// Chunk describes one landed chunk to the application (with Verify and
+// CRC32C for end-to-end checks).
 //
 // # Sizes
 //
@@ -34,10 +36,8 @@
 //
 // # Ownership and concurrency
 //
-// Plan and Chunk are small values, safe to copy and share. Chunker,
-// Tracker and Reassembly have one owner each and are not safe for
-// concurrent use. Nothing
-// here reads a clock, sleeps, starts goroutines or uses global randomness;
-// the hot-path methods (Chunker.Next, EncodeImm, DecodeImm, Tracker's
-// methods, Reassembly.Mark) do not allocate.
+// Plan and Chunk are small values, safe to copy and share. A Reassembly
+// has one owner and is not safe for concurrent use. Nothing here reads a
+// clock, sleeps, starts goroutines or uses global randomness; the hot-path
+// functions (EncodeImm, DecodeImm, Reassembly.Mark) do not allocate.
 package chunk

@@ -25,15 +25,16 @@ func ExampleNewPlan() {
 }
 
 func ExampleEncodeImm() {
-	imm, err := chunk.EncodeImm(3, 1000)
+	tag := chunk.MakeTag(3, 2) // slot 3, its second reuse
+	imm, err := chunk.EncodeImm(tag, 1000)
 	if err != nil {
 		panic(err)
 	}
-	slot, index := chunk.DecodeImm(imm)
-	fmt.Printf("%#08x -> slot %d, chunk %d; probe %v\n", imm, slot, index, chunk.IsProbe(imm))
-	fmt.Println(chunk.MaxTensor(chunk.DefaultSize) == 64*units.TiB-4*units.MiB)
+	got, index := chunk.DecodeImm(imm)
+	fmt.Printf("%#08x -> slot %d gen %d, chunk %d; probe %v\n", imm, chunk.TagSlot(got), chunk.TagGen(got), index, chunk.IsProbe(imm))
+	fmt.Println(chunk.MaxTensor(chunk.DefaultSize) == 4*units.TiB-4*units.MiB)
 	// Output:
-	// 0x030003e8 -> slot 3, chunk 1000; probe false
+	// 0x032003e8 -> slot 3 gen 2, chunk 1000; probe false
 	// true
 }
 

@@ -64,6 +64,9 @@ type Plan struct {
 //     (256 MiB over 1, 2, 4, 8 or 16 paths gives 4 MiB chunks), and
 //     otherwise the c whose last round is most even. On one path it is
 //     always AutoMax.
+//  3. Tensors too large for AutoMax chunks (more than MaxTensor(AutoMax),
+//     4 TiB less 4 MiB): the smallest Align multiple that keeps the count
+//     within MaxChunks, up to MaxSize.
 //
 // Any other chunkSize must be an Align multiple in [MinSize, MaxSize]; paths
 // is then only validated. size must be positive and Count may not exceed
@@ -79,8 +82,8 @@ func NewPlan(size, chunkSize units.Bytes, paths int) (Plan, error) {
 	if chunkSize == 0 {
 		c, ok := autoSize(size, paths)
 		if !ok {
-			return Plan{}, fmt.Errorf("chunk: tensor size %v is too large for an automatic chunk size: %d chunks of %v exceed the immediate encoding's %d (largest: %v); pass an explicit chunk size up to %v (largest tensor %v)",
-				size, ceilDiv(size, AutoMax), AutoMax, MaxChunks, MaxTensor(AutoMax), MaxSize, MaxTensor(MaxSize))
+			return Plan{}, fmt.Errorf("chunk: tensor size %v is out of range: it needs %d chunks even of the largest chunk size %v, more than the immediate encoding's %d (valid: 1B..%v)",
+				size, ceilDiv(size, MaxSize), MaxSize, MaxChunks, MaxTensor(MaxSize))
 		}
 		return Plan{Size: size, ChunkSize: c, Count: int(ceilDiv(size, c))}, nil
 	}
@@ -125,7 +128,13 @@ func autoSize(size units.Bytes, paths int) (units.Bytes, bool) {
 			best, bestScore = c, score
 		}
 	}
-	return best, best != 0
+	if best == 0 {
+		// Too many chunks even at AutoMax: the smallest aligned size
+		// that fits the encoding, up to MaxSize.
+		c := alignUp(ceilDiv(size, MaxChunks))
+		return c, c <= MaxSize
+	}
+	return best, true
 }
 
 // ceilDiv returns ceil(a/b) for a >= 0, b > 0, without overflow.

@@ -55,12 +55,12 @@ func TestNewPlanErrors(t *testing.T) {
 		{4 * MiB, 60 * KiB, 1, "chunk: chunk size 60KiB is out of range (valid: 64KiB..64MiB, 4KiB-aligned, or 0 for automatic)"},
 		{4 * MiB, 128 * MiB, 1, "chunk: chunk size 128MiB is out of range (valid: 64KiB..64MiB, 4KiB-aligned, or 0 for automatic)"},
 		{4 * MiB, -4 * KiB, 1, "chunk: chunk size -4KiB is out of range (valid: 64KiB..64MiB, 4KiB-aligned, or 0 for automatic)"},
-		{0, 0, 1, "chunk: tensor size 0B is out of range (valid: 1B..MaxTensor(chunk size), 67108860MiB at the default chunk size)"},
+		{0, 0, 1, "chunk: tensor size 0B is out of range (valid: 1B..MaxTensor(chunk size), 4194300MiB at the default chunk size)"},
 		{-1, 4 * MiB, 1, "chunk: tensor size -1B is out of range..."},
 		{4 * MiB, 0, 0, "chunk: paths 0 is out of range (valid: >= 1)"},
 		{4 * MiB, 4 * MiB, -3, "chunk: paths -3 is out of range (valid: >= 1)"},
-		{MaxTensor(MinSize) + 1, MinSize, 1, "chunk: tensor size 1099511562241B needs 16777216 chunks of 64KiB, more than the immediate encoding's 16777215 (largest tensor at this chunk size: 1073741760KiB; use a larger chunk size)"},
-		{MaxTensor(AutoMax) + 1, 0, 2, "chunk: tensor size 70368739983361B is too large for an automatic chunk size: 16777216 chunks of 4MiB exceed the immediate encoding's 16777215 (largest: 67108860MiB); pass an explicit chunk size up to 64MiB (largest tensor 1073741760MiB)"},
+		{MaxTensor(MinSize) + 1, MinSize, 1, "chunk: tensor size 68719411201B needs 1048576 chunks of 64KiB, more than the immediate encoding's 1048575 (largest tensor at this chunk size: 67108800KiB; use a larger chunk size)"},
+		{MaxTensor(MaxSize) + 1, 0, 2, "chunk: tensor size 70368677068801B is out of range: it needs 1048576 chunks even of the largest chunk size 64MiB, more than the immediate encoding's 1048575 (valid: 1B..67108800MiB)"},
 		{units.MaxBytes, MaxSize, 1, "chunk: tensor size unlimited needs 137438953472 chunks of 64MiB..."},
 	} {
 		_, err := NewPlan(tt.size, tt.chunk, tt.paths)
@@ -281,7 +281,7 @@ func FuzzPlan(f *testing.F) {
 			if !strings.HasPrefix(err.Error(), "chunk: ") {
 				t.Fatalf("NewPlan(%d, %d, %d) error %q lacks the chunk: prefix", size, chunk, paths, err)
 			}
-			if valid && size <= int64(MaxTensor(max(units.Bytes(chunk), AutoMax))) {
+			if valid && size <= int64(MaxTensor(max(units.Bytes(chunk), MaxSize))) && (chunk != 0 || size <= int64(MaxTensor(MaxSize))) && (chunk == 0 || size <= int64(MaxTensor(units.Bytes(chunk)))) {
 				t.Fatalf("NewPlan(%d, %d, %d) = %v, want success", size, chunk, paths, err)
 			}
 			return
@@ -294,7 +294,9 @@ func FuzzPlan(f *testing.F) {
 			t.Fatalf("NewPlan(%d, %d, %d).ChunkSize = %v, want the explicit size", size, chunk, paths, p.ChunkSize)
 		}
 		if chunk == 0 {
-			if p.ChunkSize > AutoMax || (p.ChunkSize < AutoMin && int64(p.Count) > int64(paths)) {
+			big := size > int64(MaxTensor(AutoMax)) // rule 3: the smallest size that fits
+			if (p.ChunkSize > AutoMax && !big) || (big && (p.ChunkSize > MaxSize || MaxTensor(p.ChunkSize-Align) >= units.Bytes(size))) ||
+				(p.ChunkSize < AutoMin && int64(p.Count) > int64(paths)) {
 				t.Fatalf("NewPlan(%d, 0, %d) = %v breaks the automatic bounds", size, paths, p)
 			}
 		}

@@ -129,7 +129,7 @@ func TestReassemblyZeroAndErrors(t *testing.T) {
 	}
 	for _, count := range []int{0, -1, MaxChunks + 1} {
 		_, err := NewReassembly(count)
-		want := fmt.Sprintf("chunk: reassembly chunk count %d is out of range (valid: 1..16777215)", count)
+		want := fmt.Sprintf("chunk: reassembly chunk count %d is out of range (valid: 1..1048575)", count)
 		if err == nil || err.Error() != want {
 			t.Errorf("NewReassembly(%d) = %v, want %q", count, err, want)
 		}
@@ -156,10 +156,10 @@ func TestMarkResultString(t *testing.T) {
 }
 
 func TestReassemblyNoAllocs(t *testing.T) {
-	r, _ := NewReassembly(1 << 20)
+	r, _ := NewReassembly(MaxChunks)
 	i := uint32(0)
 	if a := testing.AllocsPerRun(1000, func() {
-		r.Mark(i % (1<<20 + 10)) // new, then duplicates and out of range
+		r.Mark(i % (MaxChunks + 10)) // new, then duplicates and out of range
 		i += 7919
 	}); a != 0 {
 		t.Errorf("Mark allocates %v times per call, want 0", a)

@@ -26,14 +26,25 @@ const (
 	// queue-pair error: bring the queue pair back first (qp.Resetter) and
 	// report a failed completion for WorkID if that fails.
 	ActProbe
-	// ActDone: transfer Transfer completed; every chunk was acknowledged.
+	// ActDone: transfer Transfer completed: every chunk was acknowledged
+	// and no work request of the transfer is outstanding on any path (all
+	// completed, or their queue pairs were reset), so nothing of it can
+	// land any more: its send buffer and receive range may be reused.
 	ActDone
-	// ActFailed: transfer Transfer failed; Err says why, naming each path
-	// and why it was lost.
+	// ActFailed: transfer Transfer failed (no usable path, or Cancel); Err
+	// says why, naming each path and why it was lost. As with ActDone, no
+	// work request of it is outstanding any more.
 	ActFailed
 	// ActSetRate: program Path's hardware rate limit to Rate (only with
 	// PacingConfig.Hardware).
 	ActSetRate
+	// ActReset: fence Path: reset its queue pair now (qp.Resetter), which
+	// flushes the work requests outstanding on it at both ends, and report
+	// the outcome with OnReset. The engine asks when it takes a path out
+	// of use with work outstanding that no error flushes (a stall, a link
+	// reported down), because the transfers of that work may not be
+	// reported done while any of it could still land.
+	ActReset
 )
 
 // String returns the kind's name.
@@ -49,6 +60,8 @@ func (k ActionKind) String() string {
 		return "failed"
 	case ActSetRate:
 		return "set-rate"
+	case ActReset:
+		return "reset"
 	}
 	return "unknown"
 }

@@ -206,3 +206,10 @@ func checkRate(what string, r units.BitRate) {
 		panic(fmt.Sprintf("pacing: BUG: %s.SetRate(%d bit/s): rates are >= 0", what, int64(r)))
 	}
 }
+
+func (b *bucket) refill(n units.Bytes) time.Duration {
+	if b.unpaced() {
+		return 0
+	}
+	return b.rate.TxTime(n)
+}

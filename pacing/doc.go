@@ -18,7 +18,7 @@
 // Budgets only grow while nothing is sent, so the later of the two
 // NextSend instants is when both allow.
 //
-// Chunks are posted as segments (Segments, SegmentSpan) so that pacing acts
+// Chunks are posted as segments of at most Segment bytes so that pacing acts
 // below chunk size: a 4 MiB chunk at the default 128 KiB Segment is 32
 // posts, each released when the bucket holds it, instead of one 4 MiB burst
 // at line rate.

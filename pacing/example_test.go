@@ -3,7 +3,6 @@ package pacing_test
 import (
 	"fmt"
 
-	"github.com/mptx-dev/mptx/chunk"
 	"github.com/mptx-dev/mptx/pacing"
 	"github.com/mptx-dev/mptx/units"
 	"github.com/mptx-dev/mptx/vtime"
@@ -23,10 +22,10 @@ func Example() {
 	}
 	fmt.Printf("burst %v (XOFF %v), segment %v\n", path.Burst(), path.PFCXoff(), path.Segment())
 
-	c := chunk.Chunk{Index: 0, Offset: 0, Len: 1 * units.MiB}
+	const chunkLen = 1 * units.MiB
 	now := vtime.Epoch
-	for i := range pacing.Segments(c.Len, path.Segment()) {
-		off, n := pacing.SegmentSpan(c.Len, path.Segment(), i)
+	for off := units.Bytes(0); off < chunkLen; off += path.Segment() {
+		n := min(path.Segment(), chunkLen-off)
 		if at := max(path.NextSend(now, n), port.NextSend(now, n)); at > now {
 			now = at // the driver's timer fires here
 		}

@@ -2,6 +2,7 @@ package pacing
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/mptx-dev/mptx/units"
 	"github.com/mptx-dev/mptx/vtime"
@@ -65,7 +66,7 @@ type Config struct {
 	// DefaultBurstSegments segments).
 	PFCXoff units.Bytes
 
-	// Segment is the size the engine posts a chunk in (SegmentSpan). It
+	// Segment is the size the engine posts a chunk in. It
 	// must be in [MinSegment, Burst]. 0 means DefaultSegment, reduced to
 	// Burst (or to PFCXoff/2 when Burst is 0 too) when that is smaller.
 	Segment units.Bytes
@@ -167,7 +168,7 @@ func (p *Pacer) Rate() units.BitRate {
 // Burst returns the bucket depth.
 func (p *Pacer) Burst() units.Bytes { return p.b.burst }
 
-// Segment returns the configured post size (for SegmentSpan).
+// Segment returns the configured post size.
 func (p *Pacer) Segment() units.Bytes { return p.segment }
 
 // PFCXoff returns the XOFF threshold the burst was checked against.
@@ -194,3 +195,11 @@ func (p *Pacer) OnSent(now vtime.Time, n units.Bytes) { p.b.onSent(now, n) }
 // never sleeps; the driver arms a timer for the instant. It does not
 // allocate.
 func (p *Pacer) NextSend(now vtime.Time, n units.Bytes) vtime.Time { return p.b.nextSend(now, n) }
+
+// Refill returns how long the bucket's refill takes to add n bytes at the
+// current rate, rounded up to the nanosecond: after a Budget reading of b,
+// a send of s > b bytes can go Refill(s-b) later. It is the arithmetic of
+// NextSend without its bucket reads, for callers that already hold a
+// Budget reading. It returns 0 for n <= 0 or an unpaced Pacer and the
+// longest Duration at rate 0. It does not allocate.
+func (p *Pacer) Refill(n units.Bytes) time.Duration { return p.b.refill(n) }

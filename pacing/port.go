@@ -2,6 +2,7 @@ package pacing
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/mptx-dev/mptx/units"
 	"github.com/mptx-dev/mptx/vtime"
@@ -96,3 +97,7 @@ func (p *Port) OnSent(now vtime.Time, n units.Bytes) { p.b.onSent(now, n) }
 // NextSend returns the earliest instant the port's budget holds n bytes, as
 // Pacer.NextSend does.
 func (p *Port) NextSend(now vtime.Time, n units.Bytes) vtime.Time { return p.b.nextSend(now, n) }
+
+// Refill returns how long the port's refill takes to add n bytes, as
+// Pacer.Refill does.
+func (p *Port) Refill(n units.Bytes) time.Duration { return p.b.refill(n) }

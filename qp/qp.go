@@ -7,9 +7,19 @@
 // so a verbs backend makes one cgo crossing per batch and nothing allocates
 // per work request.
 //
-// Backends: qp/mem (in-memory, virtual time; tests and examples), the
-// simulator's backend in sim/, and qp/verbs (libibverbs through cgo). All of
-// them pass the conformance suite in qp/qptest.
+// Backends:
+//
+//   - qp/verbs: RoCEv2 RC queue pairs through libibverbs (cgo), the one
+//     users deploy; its control channel (authentication, queue-pair
+//     exchange, receipts) is qp/verbs/bootstrap.
+//   - qp/tcp: the TCP fallback for hosts without RDMA, one TCP connection
+//     per path with RC's ordering, acknowledgement and error-state
+//     semantics emulated on top.
+//   - qp/mem: in-memory, virtual time; tests and examples.
+//   - the simulator's backend in sim/: timing only, no data.
+//
+// All of them pass the conformance suite in qp/qptest (qp/verbs on
+// Soft-RoCE in a VM: make rxe-test).
 //
 // # Memory
 //

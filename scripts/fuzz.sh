@@ -22,7 +22,7 @@ budget=${FUZZ_BUDGET:-120s}
 # package<TAB>target for every fuzz target.
 mapfile -t targets < <(
   go list -f '{{.ImportPath}} {{.Dir}}' $pkgs | while read -r imp dir; do
-    grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u |
+    { grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null || true; } | sed 's/^func //' | sort -u |
       while read -r fn; do printf '%s\t%s\n' "$imp" "$fn"; done
   done
 )
@@ -44,6 +44,11 @@ for t in "${targets[@]}"; do
   printf 'fuzz: %-50s %s ... ' "$imp" "$fn"
   if out=$(go test -run '^$' -fuzz "^${fn}\$" -fuzztime "$per" "$imp" 2>&1); then
     echo ok
+  elif ! grep -q 'Failing input written to' <<<"$out" && grep -q '^    context deadline exceeded$' <<<"$out"; then
+    # Go's fuzz coordinator can report its own -fuzztime deadline as a
+    # failure when a worker is mid-call at the boundary (go.dev/issue/75804,
+    # fixed in Go 1.27). No input failed: nothing was written.
+    echo "ok (no failing input; go.dev/issue/75804 deadline race ignored)"
   else
     echo FAIL; echo "$out" | tail -30; fail=1
   fi

@@ -793,21 +793,26 @@ func (q *QP) fail(st qp.Status, now Time) {
 	q.cur, q.curOf = 0, 0
 }
 
-// Reset brings a QP in the error state back to ready together with its
-// connected peer, as a verbs driver does with ibv_modify_qp(3) RESET → INIT
-// → RTR → RTS on both ends after a transport error. Both ends restart at a
-// fresh PSN a quarter of the sequence space past the old incarnation's, so
-// packets of the old one still in the fabric are taken as duplicates. The
-// send queue is already empty (the error flushed it); the QP's rate
-// control keeps its state. Resetting a ready QP is a no-op.
+// Reset fences a QP and brings it back to ready together with its connected
+// peer, as a verbs driver does with ibv_modify_qp(3) to the error state and
+// then RESET → INIT → RTR → RTS on both ends. A QP not yet in the error
+// state (a stalled one) is failed first, which flushes its outstanding
+// work requests (StatusFlushed); one in the error state was flushed
+// already. Both ends restart at a fresh PSN a quarter of the sequence space
+// past the old incarnation's, so packets of the old one still in the
+// fabric are taken as duplicates and deliver nothing. The QP's rate control
+// keeps its state. Deviation: both ends change state at once, where a real
+// driver takes a control-channel round trip.
 func (q *QP) Reset(peer *QP) error {
 	if peer == nil || q.peer != peer.nic.id || q.peerQPN != peer.qpn {
 		return fmt.Errorf("sim: Reset of QP %s/%#x: the peer given is not its connected peer", q.nic.name, q.qpn)
 	}
-	if q.state != qpError {
-		return nil
-	}
 	now := q.nic.w.now
+	if q.state != qpError {
+		// A fence of a working QP (a stall): flush its outstanding work
+		// first, as ibv_modify_qp(3) to the error state does.
+		q.fail(qp.StatusFlushed, now)
+	}
 	psn := q.sndEnd + 1<<30
 	q.sndUna, q.sndNxt, q.sndEnd, q.maxSent = psn, psn, psn, psn
 	q.retries = 0

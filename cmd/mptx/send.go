@@ -327,7 +327,7 @@ test/rxe uses these settings.`,
 	f.IntVar(&qpsPerNIC, "qps-per-nic", 1, "RC queue pairs (paths) per NIC")
 	f.StringVar(&chunkSize, "chunk", "0", "chunk size (0 = automatic, 2-4 MiB)")
 	f.StringVar(&ccName, "cc", "dcqcn", "congestion control (dcqcn, timely, swift, hpcc, fixed)")
-	f.StringVar(&policy, "policy", "congestion-aware", "path policy (congestion-aware, round-robin, random, min-rtt, p2c)")
+	f.StringVar(&policy, "policy", "congestion-aware", "path policy: "+strings.Join(multipath.PolicyNames(), ", "))
 	f.StringVar(&inflight, "max-inflight", "0", "cap on each path's bytes in flight (0 = two bandwidth-delay products from the measured RTT)")
 	f.DurationVar(&stall, "stall-timeout", 0, "floor of the per-path stall timeout (0 = the engine's 10ms); raise it on slow links")
 	f.DurationVar(&probeEvery, "probe-interval", 0, "probe idle paths' RTT this often with zero-length WRITE WITH IMM (0 = only when needed)")

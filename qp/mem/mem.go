@@ -12,6 +12,11 @@
 // RC acknowledgement). So an idle path's completion time for n bytes is
 // n·8/Rate + 2·Delay.
 //
+// Reset (qp.Resetter) fences a path: its work requests that have not landed
+// never will, and every outstanding one completes at once with
+// StatusFlushed, as moving an RC queue pair to the error state and back
+// does. A failed path stays failed (the link is still down).
+//
 // Failure injection: a path can fail at a given time (FailAt) or on demand
 // (Fail). From then on nothing lands: the oldest outstanding work request
 // completes with StatusRetryExceeded after RetryTimeout (as an RC QP's
@@ -30,6 +35,7 @@ import (
 	"time"
 
 	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/qp/internal/cqring"
 	"github.com/mptx-dev/mptx/units"
 	"github.com/mptx-dev/mptx/vtime"
 )
@@ -86,8 +92,8 @@ type Network struct {
 	paths []memPath
 	infos []qp.PathInfo
 
-	sendQ      ring
-	recvQ      ring
+	sendQ      cqring.Ring // grows: the virtual world never waits for Poll
+	recvQ      cqring.Ring
 	connClosed bool
 	recvClosed bool
 	conn       Conn
@@ -142,8 +148,8 @@ func New(cfg Config) (*Network, error) {
 		}
 	}
 	n.heap = make([]event, 0, 1024)
-	n.sendQ.init(1024)
-	n.recvQ.init(1024)
+	n.sendQ.Init(1024)
+	n.recvQ.Init(1024)
 	n.conn.n = n
 	n.recv.n = n
 	return n, nil
@@ -256,19 +262,45 @@ func (n *Network) run(ev *event) {
 		}
 		p.bytes += wr.Len
 		if wr.Op == qp.OpWriteImm {
-			n.recvQ.push(qp.Completion{Path: ev.path, QPN: n.infos[ev.path].QPN, Op: qp.OpRecvImm, Status: qp.StatusOK, Bytes: wr.Len, Imm: wr.Imm, At: n.now})
+			pushGrow(&n.recvQ, qp.Completion{Path: ev.path, QPN: n.infos[ev.path].QPN, Op: qp.OpRecvImm, Status: qp.StatusOK, Bytes: wr.Len, Imm: wr.Imm, At: n.now})
 		}
 		n.push(event{at: n.now.Add(p.cfg.Delay), kind: evComplete, path: ev.path, wr: *wr, st: qp.StatusOK})
 	case evComplete:
 		p.out--
-		n.sendQ.push(qp.Completion{ID: ev.wr.ID, Path: ev.path, QPN: n.infos[ev.path].QPN, Op: ev.wr.Op, Status: ev.st, Bytes: ev.wr.Len, At: n.now})
+		pushGrow(&n.sendQ, qp.Completion{ID: ev.wr.ID, Path: ev.path, QPN: n.infos[ev.path].QPN, Op: ev.wr.Op, Status: ev.st, Bytes: ev.wr.Len, At: n.now})
 	}
 }
 
-// Conn is the sender side of a Network; it implements qp.Conn.
+// Conn is the sender side of a Network; it implements qp.Conn and
+// qp.Resetter.
 type Conn struct{ n *Network }
 
-var _ qp.Conn = (*Conn)(nil)
+var (
+	_ qp.Conn     = (*Conn)(nil)
+	_ qp.Resetter = (*Conn)(nil)
+)
+
+// Reset implements qp.Resetter: every work request outstanding on path
+// completes now with StatusFlushed, and those that had not landed never
+// will.
+func (c *Conn) Reset(path int) error {
+	n := c.n
+	if n.connClosed {
+		return qp.ErrClosed
+	}
+	if path < 0 || path >= len(n.paths) {
+		return fmt.Errorf("mem: Reset: path %d out of range [0, %d)", path, len(n.paths))
+	}
+	for j := range n.heap {
+		if ev := &n.heap[j]; ev.path == path {
+			ev.kind, ev.st, ev.at = evComplete, qp.StatusFlushed, n.now
+		}
+	}
+	n.heapify()
+	p := &n.paths[path]
+	p.busyUntil = n.now
+	return nil
+}
 
 // Paths implements qp.Conn.
 func (c *Conn) Paths() []qp.PathInfo { return c.n.infos }
@@ -329,7 +361,7 @@ func (c *Conn) Poll(dst []qp.Completion) (int, error) {
 	if c.n.connClosed {
 		return 0, qp.ErrClosed
 	}
-	return c.n.sendQ.pop(dst), nil
+	return c.n.sendQ.Pop(dst), nil
 }
 
 // Counters implements qp.Conn.
@@ -359,7 +391,7 @@ func (r *Receiver) Poll(dst []qp.Completion) (int, error) {
 	if r.n.recvClosed {
 		return 0, qp.ErrClosed
 	}
-	return r.n.recvQ.pop(dst), nil
+	return r.n.recvQ.Pop(dst), nil
 }
 
 // Region implements qp.Receiver.
@@ -369,7 +401,7 @@ func (r *Receiver) Region() []byte { return r.n.cfg.RecvRegion }
 func (r *Receiver) Close() error { r.n.recvClosed = true; return nil }
 
 // ---------------------------------------------------------------------------
-// event heap (typed, allocation-free once grown) and completion rings
+// event heap (typed, allocation-free once grown) and completion queues
 
 func (n *Network) push(ev event) {
 	n.seq++
@@ -430,36 +462,12 @@ func (n *Network) heapify() {
 	}
 }
 
-type ring struct {
-	buf  []qp.Completion
-	head int
-	n    int
-}
-
-func (r *ring) init(c int) { r.buf = make([]qp.Completion, c) }
-
-func (r *ring) push(c qp.Completion) {
-	if r.n == len(r.buf) {
-		nb := make([]qp.Completion, 2*len(r.buf))
-		for i := 0; i < r.n; i++ {
-			nb[i] = r.buf[(r.head+i)%len(r.buf)]
-		}
-		r.buf, r.head = nb, 0
+// pushGrow queues c on q, growing q when it is full: completions accumulate
+// in virtual time until the driver polls, and nothing bounds how long that
+// is.
+func pushGrow(q *cqring.Ring, c qp.Completion) {
+	if q.Full() {
+		q.Grow()
 	}
-	r.buf[(r.head+r.n)%len(r.buf)] = c
-	r.n++
-}
-
-func (r *ring) pop(dst []qp.Completion) int {
-	k := 0
-	for k < len(dst) && r.n > 0 {
-		dst[k] = r.buf[r.head]
-		r.head++
-		if r.head == len(r.buf) {
-			r.head = 0
-		}
-		r.n--
-		k++
-	}
-	return k
+	q.Push(c)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/qp/internal/cqring"
 	"github.com/mptx-dev/mptx/units"
 )
 
@@ -59,7 +60,8 @@ type PathConfig struct {
 
 // DialConfig configures Dial.
 type DialConfig struct {
-	// Secret is the shared secret, at least MinSecret bytes.
+	// Secret is the shared secret, at least MinSecret random bytes (see
+	// Secrets in the package doc).
 	Secret []byte
 	// Paths has one entry per path (1..MaxPaths); a zero PathConfig dials
 	// Dial's address from a kernel-chosen source.
@@ -118,7 +120,7 @@ type Conn struct {
 	isClosed   atomic.Bool
 
 	// What Reset needs to dial a path again.
-	secret       []byte
+	key          []byte       // the handshake key (deriveKey)
 	remotes      []string     // per path
 	pcfgs        []PathConfig // per path
 	rqpns        []uint32     // the receiver's QPN per path
@@ -126,8 +128,8 @@ type Conn struct {
 	resetTimeout time.Duration
 
 	mu     sync.Mutex
-	closed bool // guarded by mu
-	cq     cq   // guarded by mu
+	closed bool        // guarded by mu
+	cq     cqring.Ring // guarded by mu; sized so that it cannot overflow
 }
 
 var (
@@ -223,6 +225,10 @@ func Dial(ctx context.Context, addr string, cfg DialConfig) (*Conn, error) {
 	if err := cfg.validate(addr); err != nil {
 		return nil, err
 	}
+	key, err := deriveKey(cfg.Secret)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.MaxSendWR == 0 {
 		cfg.MaxSendWR = DefaultMaxSendWR
 	}
@@ -269,14 +275,14 @@ func Dial(ctx context.Context, addr string, cfg DialConfig) (*Conn, error) {
 		_ = tc.SetDeadline(deadline)
 		stops = append(stops, context.AfterFunc(ctx, func() { _ = tc.SetDeadline(time.Unix(1, 0)) }))
 		binds[i] = binding{id: id, index: uint16(i), count: uint16(n)}
-		if err := clientHello(ctx, tc, cfg.Secret, &binds[i]); err != nil {
+		if err := clientHello(ctx, tc, key, &binds[i]); err != nil {
 			return fail(err)
 		}
 	}
 	var region uint64
 	rqpn := make([]uint32, n)
 	for i, tc := range conns {
-		r, q, err := clientVerdict(ctx, tc, cfg.Secret, &binds[i])
+		r, q, err := clientVerdict(ctx, tc, key, &binds[i])
 		if err != nil {
 			return fail(err)
 		}
@@ -300,11 +306,11 @@ func Dial(ctx context.Context, addr string, cfg DialConfig) (*Conn, error) {
 		id: id, region: cfg.SendRegion, regionSize: units.Bytes(region), maxWR: cfg.MaxSendWR,
 		infos: make([]qp.PathInfo, n), paths: make([]*sendPath, n),
 		notify: make(chan struct{}, 1), done: make(chan struct{}),
-		secret: append([]byte(nil), cfg.Secret...), remotes: remotes,
+		key: key, remotes: remotes,
 		pcfgs: append([]PathConfig(nil), cfg.Paths...), rqpns: rqpn,
 		retryTimeout: cfg.RetryTimeout, resetTimeout: cfg.ResetTimeout,
 	}
-	c.cq.init(n * cfg.MaxSendWR)
+	c.cq.Init(n * cfg.MaxSendWR)
 	for i, tc := range conns {
 		if err := readyPath(tc, cfg.RetryTimeout); err != nil {
 			return fail(fmt.Errorf("tcp: path %d: %w", i, err))
@@ -522,7 +528,7 @@ func (c *Conn) wake() {
 
 // complete queues a completion for wr on p. Called with c.mu held.
 func (c *Conn) complete(p *sendPath, wr *qp.SendWR, st qp.Status) {
-	c.cq.push(qp.Completion{ID: wr.ID, Path: p.idx, QPN: p.qpn, Op: wr.Op, Status: st, Bytes: wr.Len})
+	c.cq.Push(qp.Completion{ID: wr.ID, Path: p.idx, QPN: p.qpn, Op: wr.Op, Status: st, Bytes: wr.Len})
 	c.avail.Add(1)
 	p.cqPending++
 }
@@ -568,7 +574,7 @@ func (c *Conn) Poll(dst []qp.Completion) (int, error) {
 		c.mu.Unlock()
 		return 0, qp.ErrClosed
 	}
-	k := c.cq.pop(dst)
+	k := c.cq.Pop(dst)
 	for i := range dst[:k] {
 		c.paths[dst[i].Path].cqPending--
 	}

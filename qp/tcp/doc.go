@@ -19,13 +19,21 @@
 //   - RECV_RDMA_WITH_IMM completion → produced by the receiver after the
 //     frame's payload is in the region, carrying the immediate.
 //   - RC acknowledgement → an ACK frame carrying the highest applied WR
-//     sequence number (cumulative, like an AETH ACK for a PSN). The sender
-//     completes its WRs with StatusOK when they are acknowledged.
+//     sequence number whose receive completion, if it has one, is queued
+//     (cumulative, like an AETH ACK for a PSN). The sender completes its
+//     WRs with StatusOK when they are acknowledged.
 //   - NAK remote access error → a NAK frame (syndrome 2, as IBA's NAK code
 //     for a remote access error) naming the failed WR.
 //   - RC retry timeout → TCP_USER_TIMEOUT (DialConfig.RetryTimeout): data
 //     unacknowledged by the peer's kernel for that long breaks the
 //     connection.
+//   - RNR (the responder has no receive buffer for a WRITE WITH IMM) → the
+//     receive queue (ListenConfig.RecvQueue) is full: the receiver still
+//     applies the frame but holds its completion back and acknowledges
+//     nothing from it on until Poll makes room, so the sender's work
+//     requests stay outstanding and it stalls, as an RC sender retrying
+//     RNR NAKs for ever (rnr_retry 7) does, while the TCP connection keeps
+//     flowing (see Receiver, Back-pressure).
 //   - Send queue depth → DialConfig.MaxSendWR per path. As in verbs, a WR
 //     holds its send-queue slot until its completion has been polled, so the
 //     completion queue (Paths × MaxSendWR entries) can never overflow.
@@ -36,14 +44,17 @@
 //
 // Listen opens a listener; Dial opens N TCP connections to it (one per
 // path, each possibly to its own address) and authenticates each one with an
-// HMAC-SHA256 challenge-response (RFC 2104) over a shared secret, in both
-// directions. All integers are big endian.
+// HMAC-SHA256 challenge-response (RFC 2104) in both directions. The HMAC
+// key is not the shared secret itself but k = HKDF-SHA256(secret, salt
+// "mptx-tcp/2", info "handshake tags"), 32 bytes (RFC 5869), which binds
+// it to this protocol: the verbs bootstrap derives a different key from
+// the same secret. All integers are big endian.
 //
-//  1. receiver → sender, 38 bytes: magic "MPTT", version u16 (1),
+//  1. receiver → sender, 38 bytes: magic "MPTT", version u16 (2),
 //     nonceS [32] (random).
 //  2. sender → receiver, 84 bytes: nonceC [32] (random), connection id [16]
 //     (random, the same on every path of one Conn), path index u16, path
-//     count u16, tag [32] = HMAC(secret, "mptx-tcp/1 client" ‖ nonceS ‖
+//     count u16, tag [32] = HMAC(k, "mptx-tcp/2 client" ‖ nonceS ‖
 //     nonceC ‖ id ‖ index ‖ count).
 //  3. The receiver checks the tag in constant time. On a mismatch it writes
 //     the reject byte 0x5A and closes: the peer learned two nonces and
@@ -51,19 +62,31 @@
 //     match it parks the connection until all count paths of id have
 //     arrived and Listener.Accept has been given a region for them.
 //  4. receiver → sender, 45 bytes per path: accept byte 0xA5, region size
-//     u64, receiver QPN u32, tag [32] = HMAC(secret, "mptx-tcp/1 server" ‖
-//     nonceC ‖ nonceS ‖ id ‖ index ‖ count ‖ region ‖ QPN). The sender
-//     checks the tag, so it never sends data to a receiver that does not
-//     know the secret, and checks that every path reports the same region
-//     size.
+//     u64 (at most 2^63-1), receiver QPN u32, tag [32] = HMAC(k,
+//     "mptx-tcp/2 server" ‖ nonceC ‖ nonceS ‖ id ‖ index ‖ count ‖ region
+//     ‖ QPN). The sender checks the tag, so it never sends data to a
+//     receiver that does not know the secret, and checks that every path
+//     reports the same region size.
+//
+// # Secrets
+//
+// The secret must be random, not a password: at least 128 bits of
+// entropy, such as 16 or more bytes from a cryptographic random source
+// (32 recommended; `head -c 32 /dev/urandom | base64` makes one).
+// MinSecret checks only the length. Anyone who sees one handshake (an
+// eavesdropper, or a fake receiver that a sender dials: the sender sends
+// its tag in step 2 before it can check the receiver's) can test guesses
+// of the secret offline against the tag, at the speed of HKDF and HMAC,
+// which have no work factor; a secret with less entropy than a brute
+// force can exhaust gives no protection.
 //
 // # Rejoin
 //
 // Conn.Reset brings one path back after it failed (see Failure semantics):
 // the sender opens a new TCP connection for the path to the same address
 // and runs the same four steps on it, with the same connection id, path
-// index and count, but with the labels "mptx-tcp/1 rejoin client" (step 2)
-// and "mptx-tcp/1 rejoin server" (step 4) in place of the join labels, so
+// index and count, but with the labels "mptx-tcp/2 rejoin client" (step 2)
+// and "mptx-tcp/2 rejoin server" (step 4) in place of the join labels, so
 // that a rejoin proof can never pass for a join proof or the other way
 // round. The nonces are fresh, so a recorded proof cannot be replayed. The
 // Listener that accepted the connection checks the tag against both labels
@@ -83,6 +106,21 @@
 // and the path is untouched. A join proof whose id is that of a live
 // Receiver is closed without an answer. A newer rejoin of a path
 // supersedes one still waiting.
+//
+// # Admission
+//
+// Peers without the secret can still open connections, and a listener
+// must not let them crowd out a sender that has it. Every path connection
+// gets HandshakeTimeout to complete steps 1–3. The listener holds at most
+// ListenConfig.MaxPending connections that Accept has not taken yet, and
+// at most MaxPendingPerSource unauthenticated ones from one IPv4 address
+// or IPv6 /64. When it is full, a new connection evicts the oldest
+// unauthenticated connection among the sources holding the most, if they
+// hold more than the newcomer's source; otherwise the newcomer is closed.
+// A sender authenticates each path within a round trip, so idle
+// connections (slowloris) from a few sources cost the attacker its own
+// connections, not the sender's (qp/internal/admit has the details and
+// the limits).
 //
 // Data frames are neither encrypted nor authenticated (neither are RoCEv2
 // packets): the handshake keeps unauthenticated peers from writing memory,
@@ -124,8 +162,11 @@
 // WITH IMM, lands after its earlier segments on the same path). The receiver
 // acknowledges when it has applied a frame and the next frame is not already
 // complete in its read buffer, and at least every 64 frames, so a burst of
-// small frames is acknowledged with one ACK. Send completions are delivered
-// per path in post order. There is no ordering between paths.
+// small frames is acknowledged with one ACK; a WRITE WITH IMM is
+// acknowledged only once its receive completion is in the receive queue
+// (see RNR above), and a NAK is sent only once every earlier frame could
+// be acknowledged. Send completions are delivered per path in post order.
+// There is no ordering between paths.
 //
 // # Failure semantics
 //
@@ -166,11 +207,13 @@
 // from one driver goroutine; inside, each path has a writer goroutine
 // (which batches every WR posted since its last write into one writev) and
 // a reader goroutine (which turns ACKs into completions); Reset waits for
-// the failed connection's pair to end before it starts the new one. The Receiver has one reader
-// goroutine per path, which applies frames and writes ACKs. Completions pass
-// through mutex-protected rings; Poll never blocks, and Notify returns a
-// channel that receives a value when completions may be ready (mptx.Loop's
-// Wake). A rejoin runs on the Listener's goroutine for that connection.
+// the failed connection's pair to end before it starts the new one. The
+// Receiver has one reader goroutine per path, which applies frames and
+// writes ACKs, and one acker per path, which writes the ACKs that Poll
+// releases under back-pressure (the reader may be blocked reading).
+// Completions pass through mutex-protected rings (qp/internal/cqring);
+// Poll never blocks, and Notify returns a channel that receives a value
+// when completions may be ready (mptx.Loop's Wake). A rejoin runs on the Listener's goroutine for that connection.
 // Close stops and waits for every goroutine. Steady-state post and
 // poll allocate nothing.
 //

@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"context"
+	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -13,16 +14,20 @@ import (
 	"net"
 	"os"
 	"time"
+
+	"github.com/mptx-dev/mptx/units"
 )
 
-// MinSecret is the shortest accepted shared secret, in bytes.
+// MinSecret is the shortest accepted shared secret, in bytes. Length is
+// not entropy: see Secrets in the package doc.
 const MinSecret = 16
 
 // MaxPaths is the most paths one connection may have (multipath.MaxPaths).
 const MaxPaths = 64
 
-// Version is the wire protocol version this package speaks.
-const Version = 1
+// Version is the wire protocol version this package speaks. Version 2
+// keys its tags with an HKDF-derived key instead of the secret itself.
+const Version = 2
 
 // DefaultHandshakeTimeout bounds a handshake when the context has no
 // deadline, and how long a listener keeps a half-open connection.
@@ -56,12 +61,17 @@ const (
 	// take; it is only ever sent after a valid proof.
 	verdictRefuse byte = 0x3C
 
-	labelClient = "mptx-tcp/1 client"
-	labelServer = "mptx-tcp/1 server"
+	labelClient = "mptx-tcp/2 client"
+	labelServer = "mptx-tcp/2 server"
 	// A rejoin (Conn.Reset) signs with its own labels, so that its proof
 	// can never be taken for a first join's, nor the other way round.
-	labelRejoinClient = "mptx-tcp/1 rejoin client"
-	labelRejoinServer = "mptx-tcp/1 rejoin server"
+	labelRejoinClient = "mptx-tcp/2 rejoin client"
+	labelRejoinServer = "mptx-tcp/2 rejoin server"
+
+	// keySalt and keyInfo select the handshake key that HKDF derives
+	// from the secret (see deriveKey).
+	keySalt = "mptx-tcp/2"
+	keyInfo = "handshake tags"
 )
 
 // ConnID identifies one connection (all its paths) during the handshake.
@@ -78,6 +88,19 @@ func checkSecret(secret []byte) error {
 	return nil
 }
 
+// deriveKey returns the handshake key, HKDF-SHA256(secret, salt keySalt,
+// info keyInfo) of 32 bytes (RFC 5869): every tag is an HMAC under it,
+// never under the secret itself, so the secret's length and format do not
+// matter to HMAC and the key is bound to this protocol (the verbs
+// bootstrap derives its own from the same secret).
+func deriveKey(secret []byte) ([]byte, error) {
+	k, err := hkdf.Key(sha256.New, secret, []byte(keySalt), keyInfo, sha256.Size)
+	if err != nil {
+		return nil, fmt.Errorf("tcp: deriving the handshake key: %w", err)
+	}
+	return k, nil
+}
+
 // binding is what both tags of one path cover besides the labels. rejoin
 // selects the rejoin labels.
 type binding struct {
@@ -87,12 +110,12 @@ type binding struct {
 	rejoin         bool
 }
 
-func (b *binding) clientTag(secret []byte) []byte {
+func (b *binding) clientTag(key []byte) []byte {
 	label := labelClient
 	if b.rejoin {
 		label = labelRejoinClient
 	}
-	h := hmac.New(sha256.New, secret)
+	h := hmac.New(sha256.New, key)
 	h.Write([]byte(label))
 	h.Write(b.nonceS[:])
 	h.Write(b.nonceC[:])
@@ -104,12 +127,12 @@ func (b *binding) clientTag(secret []byte) []byte {
 	return h.Sum(nil)
 }
 
-func (b *binding) serverTag(secret []byte, region uint64, qpn uint32) []byte {
+func (b *binding) serverTag(key []byte, region uint64, qpn uint32) []byte {
 	label := labelServer
 	if b.rejoin {
 		label = labelRejoinServer
 	}
-	h := hmac.New(sha256.New, secret)
+	h := hmac.New(sha256.New, key)
 	h.Write([]byte(label))
 	h.Write(b.nonceC[:])
 	h.Write(b.nonceS[:])
@@ -142,7 +165,7 @@ func ioErr(ctx context.Context, step string, err error) error {
 
 // clientHello runs steps 1 and 2 on a fresh path connection (a rejoin when
 // b.rejoin is set).
-func clientHello(ctx context.Context, conn net.Conn, secret []byte, b *binding) error {
+func clientHello(ctx context.Context, conn net.Conn, key []byte, b *binding) error {
 	var hello [helloLen]byte
 	if _, err := io.ReadFull(conn, hello[:]); err != nil {
 		return ioErr(ctx, fmt.Sprintf("path %d: reading the receiver's hello", b.index), err)
@@ -163,7 +186,7 @@ func clientHello(ctx context.Context, conn net.Conn, secret []byte, b *binding) 
 	p = append(p, b.id[:]...)
 	p = binary.BigEndian.AppendUint16(p, b.index)
 	p = binary.BigEndian.AppendUint16(p, b.count)
-	p = append(p, b.clientTag(secret)...)
+	p = append(p, b.clientTag(key)...)
 	if _, err := conn.Write(p); err != nil {
 		return ioErr(ctx, fmt.Sprintf("path %d: sending our proof", b.index), err)
 	}
@@ -172,7 +195,7 @@ func clientHello(ctx context.Context, conn net.Conn, secret []byte, b *binding) 
 
 // clientVerdict runs the sender's half of step 4: it reads the receiver's
 // verdict and proof and returns the region size and the receiver's QPN.
-func clientVerdict(ctx context.Context, conn net.Conn, secret []byte, b *binding) (region uint64, qpn uint32, err error) {
+func clientVerdict(ctx context.Context, conn net.Conn, key []byte, b *binding) (region uint64, qpn uint32, err error) {
 	var buf [acceptLen]byte
 	if _, err := io.ReadFull(conn, buf[:1]); err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
@@ -194,8 +217,13 @@ func clientVerdict(ctx context.Context, conn net.Conn, secret []byte, b *binding
 	}
 	region = binary.BigEndian.Uint64(buf[1:])
 	qpn = binary.BigEndian.Uint32(buf[9:])
-	if !hmac.Equal(buf[13:], b.serverTag(secret, region, qpn)) {
+	if !hmac.Equal(buf[13:], b.serverTag(key, region, qpn)) {
 		return 0, 0, fmt.Errorf("%w: path %d: the receiver does not know the shared secret", ErrAuth, b.index)
+	}
+	if region > uint64(units.MaxBytes) {
+		// Authentic, but no region of that size can exist here, and as
+		// units.Bytes it would turn negative.
+		return 0, 0, fmt.Errorf("%w: path %d: the receiver advertises a %d-byte region (valid: 0..%d)", ErrProtocol, b.index, region, int64(units.MaxBytes))
 	}
 	return region, qpn, nil
 }
@@ -205,7 +233,7 @@ func clientVerdict(ctx context.Context, conn net.Conn, secret []byte, b *binding
 // proof was a rejoin's (signed with the rejoin label) or a first join's. On
 // an authentication failure it writes the reject byte; the caller closes
 // conn on any error.
-func serverHello(conn net.Conn, secret []byte, b *binding) error {
+func serverHello(conn net.Conn, key []byte, b *binding) error {
 	var hello [helloLen]byte
 	copy(hello[:], magic)
 	binary.BigEndian.PutUint16(hello[len(magic):], Version)
@@ -225,9 +253,9 @@ func serverHello(conn net.Conn, secret []byte, b *binding) error {
 	b.index = binary.BigEndian.Uint16(proof[nonceLen+idLen:])
 	b.count = binary.BigEndian.Uint16(proof[nonceLen+idLen+2:])
 	tag := proof[nonceLen+idLen+4:]
-	if !hmac.Equal(tag, b.clientTag(secret)) {
+	if !hmac.Equal(tag, b.clientTag(key)) {
 		b.rejoin = true
-		if !hmac.Equal(tag, b.clientTag(secret)) {
+		if !hmac.Equal(tag, b.clientTag(key)) {
 			_, _ = conn.Write([]byte{verdictReject})
 			return fmt.Errorf("%w: %s does not know the shared secret", ErrAuth, conn.RemoteAddr())
 		}
@@ -240,12 +268,12 @@ func serverHello(conn net.Conn, secret []byte, b *binding) error {
 
 // serverAccept runs the receiver's half of step 4 (of a rejoin too, when
 // b.rejoin is set).
-func serverAccept(conn net.Conn, secret []byte, b *binding, region uint64, qpn uint32) error {
+func serverAccept(conn net.Conn, key []byte, b *binding, region uint64, qpn uint32) error {
 	var buf [acceptLen]byte
 	buf[0] = verdictAccept
 	binary.BigEndian.PutUint64(buf[1:], region)
 	binary.BigEndian.PutUint32(buf[9:], qpn)
-	copy(buf[13:], b.serverTag(secret, region, qpn))
+	copy(buf[13:], b.serverTag(key, region, qpn))
 	if _, err := conn.Write(buf[:]); err != nil {
 		return fmt.Errorf("tcp: path %d: sending our proof to %s: %w", b.index, conn.RemoteAddr(), err)
 	}

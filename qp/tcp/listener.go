@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/qp/internal/admit"
 	"github.com/mptx-dev/mptx/units"
 )
 
@@ -19,11 +20,17 @@ const (
 	// DefaultMaxPending is the most path connections a Listener holds
 	// before Accept takes them.
 	DefaultMaxPending = 256
+	// DefaultMaxPendingPerSource is the most unauthenticated path
+	// connections a Listener holds from one source address. A sender
+	// authenticates its paths one after another, each within one round
+	// trip, so it rarely has more than one or two unauthenticated.
+	DefaultMaxPendingPerSource = 16
 )
 
 // ListenConfig configures Listen.
 type ListenConfig struct {
-	// Secret is the shared secret, at least MinSecret bytes.
+	// Secret is the shared secret, at least MinSecret random bytes (see
+	// Secrets in the package doc).
 	Secret []byte
 	// HandshakeTimeout bounds steps 1–3 of the handshake on each accepted
 	// connection, how long the paths of one connection may take to
@@ -34,14 +41,22 @@ type ListenConfig struct {
 	// (their ACKs); 0 means DefaultRetryTimeout, negative the kernel's.
 	RetryTimeout time.Duration
 	// RecvQueue is each Receiver's completion queue depth (1..1<<20); 0
-	// means DefaultRecvQueue. A reader that finds it full waits for Poll,
-	// which pushes back on the sender through TCP flow control (as an RNR
-	// wait would).
+	// means DefaultRecvQueue. While it is full the Receiver withholds the
+	// ACKs of further WRITE WITH IMMs, which stalls the sender as RNR
+	// would, without stalling TCP (see Receiver, Back-pressure).
 	RecvQueue int
 	// MaxPending bounds the path connections that are authenticating or
-	// waiting for Accept (1..65536); 0 means DefaultMaxPending. Further
-	// connections are closed at once.
+	// waiting for Accept (1..65536); 0 means DefaultMaxPending. When it is
+	// reached, a new connection evicts the oldest unauthenticated one of
+	// the source holding the most, if that source would still hold more
+	// than the newcomer's, and is closed at once otherwise (see Admission
+	// in the package doc).
 	MaxPending int
+	// MaxPendingPerSource bounds the unauthenticated path connections
+	// from one IPv4 address or IPv6 /64 (1..MaxPending); 0 means
+	// DefaultMaxPendingPerSource, or MaxPending if that is smaller.
+	// Further connections from that source are closed at once.
+	MaxPendingPerSource int
 }
 
 // Listener accepts mptx TCP connections. Its methods are safe for
@@ -49,15 +64,17 @@ type ListenConfig struct {
 type Listener struct {
 	ln    *net.TCPListener
 	cfg   ListenConfig
+	key   []byte      // the handshake key (deriveKey)
 	ready chan *group // complete groups, cap MaxPending (never blocks)
 	done  chan struct{}
 	wg    sync.WaitGroup
 
 	mu      sync.Mutex
-	closed  bool                      // guarded by mu
-	pending map[ConnID]*group         // incomplete groups; guarded by mu
-	conns   map[*net.TCPConn]struct{} // connections not yet accepted; guarded by mu
-	recvs   map[ConnID]*Receiver      // accepted and not closed: rejoins go to them; guarded by mu
+	closed  bool                       // guarded by mu
+	pending map[ConnID]*group          // incomplete groups; guarded by mu
+	conns   map[*net.TCPConn]struct{}  // connections not yet accepted; guarded by mu
+	adm     *admit.Table[*net.TCPConn] // the same, by source and authentication; guarded by mu
+	recvs   map[ConnID]*Receiver       // accepted and not closed: rejoins go to them; guarded by mu
 }
 
 // group is the set of path connections of one ConnID.
@@ -78,6 +95,10 @@ type pendingPath struct {
 // see Addr).
 func Listen(addr string, cfg ListenConfig) (*Listener, error) {
 	if err := checkSecret(cfg.Secret); err != nil {
+		return nil, err
+	}
+	key, err := deriveKey(cfg.Secret)
+	if err != nil {
 		return nil, err
 	}
 	if cfg.HandshakeTimeout < 0 {
@@ -101,15 +122,22 @@ func Listen(addr string, cfg ListenConfig) (*Listener, error) {
 	if cfg.MaxPending == 0 {
 		cfg.MaxPending = DefaultMaxPending
 	}
+	if cfg.MaxPendingPerSource < 0 || cfg.MaxPendingPerSource > cfg.MaxPending {
+		return nil, fmt.Errorf("tcp: ListenConfig.MaxPendingPerSource = %d (valid: 0 for %d, or 1..MaxPending = %d)", cfg.MaxPendingPerSource, DefaultMaxPendingPerSource, cfg.MaxPending)
+	}
+	if cfg.MaxPendingPerSource == 0 {
+		cfg.MaxPendingPerSource = min(DefaultMaxPendingPerSource, cfg.MaxPending)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("tcp: %w", err)
 	}
 	l := &Listener{
-		ln: ln.(*net.TCPListener), cfg: cfg,
+		ln: ln.(*net.TCPListener), cfg: cfg, key: key,
 		ready: make(chan *group, cfg.MaxPending), done: make(chan struct{}),
 		pending: map[ConnID]*group{}, conns: map[*net.TCPConn]struct{}{},
 		recvs: map[ConnID]*Receiver{},
+		adm:   admit.New[*net.TCPConn](admit.Config{Max: cfg.MaxPending, PerSource: cfg.MaxPendingPerSource}),
 	}
 	l.wg.Add(1)
 	go l.acceptLoop()
@@ -135,6 +163,7 @@ func (l *Listener) Close() error {
 		c.Close()
 	}
 	clear(l.conns)
+	l.adm = admit.New[*net.TCPConn](admit.Config{Max: l.cfg.MaxPending, PerSource: l.cfg.MaxPendingPerSource})
 	clear(l.pending)
 	clear(l.recvs)
 	l.mu.Unlock()
@@ -173,10 +202,21 @@ func (l *Listener) acceptLoop() {
 			continue
 		}
 		l.mu.Lock()
-		if l.closed || len(l.conns) >= l.cfg.MaxPending {
+		if l.closed {
 			l.mu.Unlock()
 			nc.Close()
 			continue
+		}
+		victim, evicted, ok := l.adm.Admit(nc, admit.SourceOf(nc.RemoteAddr()))
+		if !ok {
+			l.mu.Unlock()
+			nc.Close()
+			continue
+		}
+		if evicted {
+			// Its handshake goroutine fails on the closed connection.
+			delete(l.conns, victim)
+			victim.Close()
 		}
 		l.conns[nc] = struct{}{}
 		l.wg.Add(1)
@@ -188,9 +228,16 @@ func (l *Listener) acceptLoop() {
 // drop closes a connection that is not part of a complete group.
 func (l *Listener) drop(nc *net.TCPConn) {
 	l.mu.Lock()
-	delete(l.conns, nc)
+	l.release(nc)
 	l.mu.Unlock()
 	nc.Close()
+}
+
+// release stops counting nc as held by the listener. Called with l.mu
+// held.
+func (l *Listener) release(nc *net.TCPConn) {
+	delete(l.conns, nc)
+	l.adm.Remove(nc)
 }
 
 // handshake authenticates one path connection (steps 1–3) and parks it in
@@ -202,17 +249,24 @@ func (l *Listener) handshake(nc *net.TCPConn) {
 	deadline := time.Now().Add(l.cfg.HandshakeTimeout)
 	_ = nc.SetDeadline(deadline)
 	var b binding
-	if err := serverHello(nc, l.cfg.Secret, &b); err != nil {
+	if err := serverHello(nc, l.key, &b); err != nil {
 		l.drop(nc)
-		return
-	}
-	if b.rejoin {
-		l.rejoin(nc, &b, deadline)
 		return
 	}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
+		return
+	}
+	if !l.adm.Authenticated(nc) {
+		// Evicted while it authenticated (it was closed).
+		l.mu.Unlock()
+		nc.Close()
+		return
+	}
+	if b.rejoin {
+		l.mu.Unlock()
+		l.rejoin(nc, &b, deadline)
 		return
 	}
 	if l.recvs[b.id] != nil {
@@ -260,7 +314,7 @@ func (l *Listener) handshake(nc *net.TCPConn) {
 			delete(l.pending, g.id)
 			for _, pp := range g.paths {
 				if pp.conn != nil {
-					delete(l.conns, pp.conn)
+					l.release(pp.conn)
 					pp.conn.Close()
 				}
 			}
@@ -291,7 +345,7 @@ func (l *Listener) Accept(ctx context.Context, region []byte) (*Receiver, error)
 			return nil, fmt.Errorf("tcp: Accept: listener closed: %w", qp.ErrClosed)
 		}
 		for _, pp := range g.paths {
-			delete(l.conns, pp.conn)
+			l.release(pp.conn)
 		}
 		l.mu.Unlock()
 		if time.Since(g.readyAt) > l.cfg.HandshakeTimeout {
@@ -326,7 +380,7 @@ func (l *Listener) rejoin(nc *net.TCPConn, b *binding, deadline time.Time) {
 		return
 	}
 	l.mu.Lock()
-	delete(l.conns, nc) // the Receiver owns it now
+	l.release(nc) // the Receiver owns it now
 	l.mu.Unlock()
 }
 
@@ -352,7 +406,7 @@ func (l *Listener) accept(ctx context.Context, g *group, region []byte) (*Receiv
 		notify: make(chan struct{}, 1), done: make(chan struct{}), ln: l,
 	}
 	r.space.L = &r.mu
-	r.cq.init(l.cfg.RecvQueue)
+	r.cq.Init(l.cfg.RecvQueue)
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(l.cfg.HandshakeTimeout)
@@ -361,7 +415,7 @@ func (l *Listener) accept(ctx context.Context, g *group, region []byte) (*Receiv
 		qpn := nextQPN()
 		_ = pp.conn.SetDeadline(deadline)
 		stop := context.AfterFunc(ctx, func() { _ = pp.conn.SetDeadline(time.Unix(1, 0)) })
-		err := serverAccept(pp.conn, l.cfg.Secret, &pp.b, uint64(len(region)), qpn)
+		err := serverAccept(pp.conn, l.key, &pp.b, uint64(len(region)), qpn)
 		if !stop() && err == nil {
 			err = ctx.Err()
 		}

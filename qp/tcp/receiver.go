@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/qp/internal/cqring"
 	"github.com/mptx-dev/mptx/units"
 )
 
@@ -22,6 +23,11 @@ const (
 	// ackEvery is the most frames applied before an ACK is sent even if
 	// more are already buffered.
 	ackEvery = 64
+	// maxHeld is the most receive completions one path holds back while
+	// the receive queue is full (see Receiver, Back-pressure): the largest
+	// DialConfig.MaxSendWR, so that a sender that waits for its ACKs, as
+	// Conn does, never meets TCP flow control.
+	maxHeld = 1 << 16
 )
 
 // Receiver is the receiving side of a connection: it owns the receive
@@ -36,6 +42,27 @@ const (
 // brought back by the sender's Conn.Reset: the Listener that accepted the
 // Receiver authenticates the rejoin and hands the new connection to the
 // path, which drops the old one and expects sequence number 1 again.
+//
+// # Back-pressure
+//
+// A driver that stops polling must stall the sender without breaking its
+// paths, as an RC responder without receive buffers does with RNR NAKs
+// (the sender retries, its work requests stay outstanding, and with
+// rnr_retry 7 it waits for ever). The receive queue holds
+// ListenConfig.RecvQueue completions. A WRITE WITH IMM that finds it full
+// is still read and applied to the region, so the TCP connection keeps
+// flowing and the sender's TCP_USER_TIMEOUT never fires; but its
+// completion is held back on its path, and the path acknowledges only the
+// frames before the first held one. The sender's work requests therefore
+// stay outstanding, its send queue fills and PostSend reports
+// qp.ErrQueueFull: the sender stalls. Poll moves held completions into
+// the room it frees, oldest first, and the path then acknowledges them. A
+// path holds at most maxHeld (65536, the largest DialConfig.MaxSendWR)
+// completions, which a sender that waits for its ACKs never exceeds; past
+// that (a sender that ignores them) the reader stops reading and TCP flow
+// control pushes back instead. Held completions of a connection that ends
+// are dropped, as an RC responder drops RNR-NAKed requests: their work
+// requests failed at the sender, which sends them again.
 type Receiver struct {
 	id       ConnID
 	ln       *Listener // where rejoins arrive; nil never (set by Accept)
@@ -49,10 +76,12 @@ type Receiver struct {
 	isClosed atomic.Bool
 
 	mu      sync.Mutex
-	space   sync.Cond // signalled when Poll frees room in cq; L is &mu
-	waiters int       // readers waiting on space; guarded by mu
-	closed  bool      // guarded by mu
-	cq      cq        // guarded by mu
+	space   sync.Cond   // signalled when Poll frees room in cq; L is &mu
+	waiters int         // readers waiting on space; guarded by mu
+	closed  bool        // guarded by mu
+	cq      cqring.Ring // guarded by mu
+	held    int         // completions held back on every path; guarded by mu
+	next    int         // the path Poll refills from first; guarded by mu
 
 	// regionLock serialises the paths' writes into the region, in race
 	// builds only. Two paths may write the same bytes concurrently (a
@@ -81,26 +110,51 @@ type recvPath struct {
 	qpn uint32
 
 	// Guarded by r.mu.
-	conn   *net.TCPConn  // the current connection
-	up     bool          // see above
-	down   chan struct{} // closed when up turns false
-	exited chan struct{} // closed when the current reader has returned
-	rejoin chan struct{} // the rejoin in progress, closed when a newer one supersedes it; nil if none
+	conn    *net.TCPConn  // the current connection
+	up      bool          // see above
+	down    chan struct{} // closed when up turns false
+	exited  chan struct{} // closed when the current reader has returned
+	rejoin  chan struct{} // the rejoin in progress, closed when a newer one supersedes it; nil if none
+	closing bool          // the current connection is being replaced: its reader must not wait
+	// The current connection's held-back completions (see Receiver,
+	// Back-pressure), oldest first from held[heldHead]; a NAK that waits
+	// for them to drain.
+	held       []heldImm
+	heldHead   int
+	nakPending bool
+	nakSeq     uint32
 
 	// Owned by the reader goroutine. A rejoin resets them between one
 	// reader's exit and the next one's start.
 	br     *bufio.Reader
 	hdr    [hdrLen]byte
-	ack    [ackLen]byte
 	expect uint32
+
+	// Acknowledgements: the reader and, when Poll releases held
+	// completions, the path's acker both write them, under wmu.
+	wmu   sync.Mutex
+	ack   [ackLen]byte  // guarded by wmu
+	acked uint32        // the last sequence number acknowledged; guarded by wmu
+	last  atomic.Uint32 // the last frame applied (its completion queued or held)
+	kick  chan struct{} // wakes the acker: Poll released held completions
 
 	applied atomic.Int64 // payload bytes applied, over every connection; read by PathBytes
 }
 
+// heldImm is a receive completion held back while the queue is full: the
+// frame's sequence number (the path acknowledges only frames before it),
+// immediate and length.
+type heldImm struct {
+	seq, imm, length uint32
+}
+
+// heldLen returns how many completions p holds back. Called with r.mu held.
+func (p *recvPath) heldLen() int { return len(p.held) - p.heldHead }
+
 func newRecvPath(r *Receiver, idx int, conn *net.TCPConn, qpn uint32) *recvPath {
 	return &recvPath{
 		r: r, idx: idx, qpn: qpn, conn: conn, up: true, down: make(chan struct{}), exited: make(chan struct{}),
-		br: bufio.NewReaderSize(conn, recvBuffer), expect: 1,
+		br: bufio.NewReaderSize(conn, recvBuffer), expect: 1, kick: make(chan struct{}, 1),
 	}
 }
 
@@ -142,6 +196,8 @@ func (r *Receiver) ClosePath(i int) error {
 	}
 	r.mu.Lock()
 	conn := r.paths[i].conn
+	r.paths[i].closing = true
+	r.space.Broadcast()
 	r.mu.Unlock()
 	err := conn.Close()
 	if err != nil && !errors.Is(err, net.ErrClosed) {
@@ -163,13 +219,62 @@ func (r *Receiver) Poll(dst []qp.Completion) (int, error) {
 		r.mu.Unlock()
 		return 0, qp.ErrClosed
 	}
-	k := r.cq.pop(dst)
+	k := r.cq.Pop(dst)
 	r.avail.Add(-int64(k))
+	moved := 0
+	if k > 0 && r.held > 0 {
+		moved = r.release()
+	}
 	if k > 0 && r.waiters > 0 {
 		r.space.Broadcast()
 	}
 	r.mu.Unlock()
+	if moved > 0 {
+		r.wake()
+	}
 	return k, nil
+}
+
+// release moves held-back completions into the receive queue's free room,
+// path by path from r.next, oldest first within a path, and wakes the
+// acker of every path it released something from. It returns how many it
+// moved. Called with r.mu held.
+func (r *Receiver) release() int {
+	moved := 0
+	n := len(r.paths)
+	for i := 0; i < n && !r.cq.Full() && r.held > 0; i++ {
+		p := r.paths[(r.next+i)%n]
+		k := 0
+		for p.heldLen() > 0 && !r.cq.Full() {
+			h := p.held[p.heldHead]
+			p.heldHead++
+			r.cq.Push(qp.Completion{Path: p.idx, QPN: p.qpn, Op: qp.OpRecvImm, Status: qp.StatusOK, Bytes: units.Bytes(h.length), Imm: h.imm})
+			k++
+		}
+		if k == 0 {
+			continue
+		}
+		if p.heldLen() == 0 {
+			p.held, p.heldHead = p.held[:0], 0
+		} else {
+			r.next = (r.next + i) % n // it filled the queue: it goes first next time
+		}
+		r.held -= k
+		moved += k
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+	}
+	r.avail.Add(int64(moved))
+	return moved
+}
+
+func (r *Receiver) wake() {
+	select {
+	case r.notify <- struct{}{}:
+	default:
+	}
 }
 
 // Close implements qp.Receiver: it closes every path's connection and
@@ -271,9 +376,12 @@ func (r *Receiver) rejoin(l *Listener, nc *net.TCPConn, b *binding, deadline tim
 		return false
 	}
 	old, exited := p.conn, p.exited
+	p.closing = true // a reader waiting for Poll (see deliver) gives up
+	r.space.Broadcast()
 	r.mu.Unlock()
 	// The old reader has exited, or discards after a NAK until this
-	// close ends its read; nothing else can block it.
+	// close ends its read, or waits in deliver until the broadcast
+	// above; nothing else can block it.
 	old.Close()
 	<-exited
 	_ = nc.SetNoDelay(true)
@@ -294,14 +402,14 @@ func (r *Receiver) rejoin(l *Listener, nc *net.TCPConn, b *binding, deadline tim
 		return false
 	}
 	p.rejoin = nil
-	p.conn, p.up = nc, true
+	p.conn, p.up, p.closing = nc, true, false
 	p.down, p.exited = make(chan struct{}), make(chan struct{})
 	p.br.Reset(nc)
 	p.expect = 1
 	r.wg.Add(1)
 	go p.readLoop(nc, p.exited)
 	r.mu.Unlock()
-	if err := serverAccept(nc, l.cfg.Secret, b, uint64(len(r.region)), p.qpn); err != nil {
+	if err := serverAccept(nc, l.key, b, uint64(len(r.region)), p.qpn); err != nil {
 		nc.Close() // the reader exits and the path is down again
 		return true
 	}
@@ -309,27 +417,99 @@ func (r *Receiver) rejoin(l *Listener, nc *net.TCPConn, b *binding, deadline tim
 	return true
 }
 
-// deliver queues a receive completion, waiting for room while the queue is
-// full. It reports false if the Receiver was closed.
-func (r *Receiver) deliver(c qp.Completion) bool {
+// deliver queues the receive completion of frame seq of p, or holds it
+// back when the queue is full or p already holds completions back (see
+// Receiver, Back-pressure). Past maxHeld held completions it waits for
+// Poll. It reports false if the Receiver was closed or p's connection is
+// being replaced.
+func (r *Receiver) deliver(p *recvPath, seq, imm, length uint32) bool {
 	r.mu.Lock()
-	for r.cq.full() && !r.closed {
+	for p.heldLen() >= maxHeld && !r.closed && !p.closing {
 		r.waiters++
 		r.space.Wait()
 		r.waiters--
 	}
-	if r.closed {
+	if r.closed || p.closing {
 		r.mu.Unlock()
 		return false
 	}
-	r.cq.push(c)
+	if p.heldLen() > 0 || r.cq.Full() {
+		if p.heldHead > 0 && len(p.held) == cap(p.held) {
+			// Slide the live entries down rather than grow.
+			p.held = p.held[:copy(p.held, p.held[p.heldHead:])]
+			p.heldHead = 0
+		}
+		p.held = append(p.held, heldImm{seq: seq, imm: imm, length: length})
+		r.held++
+		r.mu.Unlock()
+		return true
+	}
+	r.cq.Push(qp.Completion{Path: p.idx, QPN: p.qpn, Op: qp.OpRecvImm, Status: qp.StatusOK, Bytes: units.Bytes(length), Imm: imm})
 	r.avail.Add(1)
 	r.mu.Unlock()
-	select {
-	case r.notify <- struct{}{}:
-	default:
-	}
+	r.wake()
 	return true
+}
+
+// flushAck writes what p owes the sender on conn: an ACK of every frame up
+// to the last one applied, or, while completions are held back, up to the
+// one before the first held; then, once nothing is held back, a pending
+// NAK (which acknowledges every frame before it). The reader calls it at
+// its acknowledgement points, the acker when Poll released completions.
+func (p *recvPath) flushAck(conn *net.TCPConn) error {
+	r := p.r
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	target := p.last.Load()
+	r.mu.Lock()
+	held := p.heldLen() > 0
+	if held {
+		target = p.held[p.heldHead].seq - 1
+	}
+	nak, nakSeq := p.nakPending && !held, p.nakSeq
+	if nak {
+		p.nakPending = false
+	}
+	r.mu.Unlock()
+	if nak {
+		putAck(&p.ack, typeNAK, synRemoteAccess, nakSeq)
+		raceSend()
+		if _, err := conn.Write(p.ack[:]); err != nil {
+			return err
+		}
+		p.acked = nakSeq - 1
+		r.markDown(p)
+		return nil
+	}
+	if target == p.acked {
+		return nil
+	}
+	putAck(&p.ack, typeACK, 0, target)
+	raceSend()
+	if _, err := conn.Write(p.ack[:]); err != nil {
+		return err
+	}
+	p.acked = target
+	return nil
+}
+
+// ackLoop is the path's acker on conn: it acknowledges the frames whose
+// completions Poll released (the reader may be blocked reading a sender
+// that waits for exactly those ACKs). It returns when stop is closed, or
+// after closing conn when a write fails.
+func (p *recvPath) ackLoop(conn *net.TCPConn, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	for {
+		select {
+		case <-p.kick:
+			if err := p.flushAck(conn); err != nil {
+				conn.Close()
+				return
+			}
+		case <-stop:
+			return
+		}
+	}
 }
 
 // nextFrameBuffered reports whether the next frame, header and payload, is
@@ -348,14 +528,34 @@ func (p *recvPath) nextFrameBuffered() bool {
 
 // readLoop applies the path's frames from conn until the connection ends or
 // the peer breaks the protocol; then it closes the connection (the sender
-// sees the path fail), marks the path down and closes exited.
+// sees the path fail), drops the completions the path held back, marks
+// the path down and closes exited.
 func (p *recvPath) readLoop(conn *net.TCPConn, exited chan struct{}) {
 	r := p.r
 	defer r.wg.Done()
 	defer close(exited)
 	defer r.markDown(p)
-	defer conn.Close()
-	unacked, last := 0, uint32(0)
+	p.wmu.Lock()
+	p.acked = 0
+	p.wmu.Unlock()
+	p.last.Store(0)
+	select { // a kick meant for the previous connection
+	case <-p.kick:
+	default:
+	}
+	stop, ackerDone := make(chan struct{}), make(chan struct{})
+	go p.ackLoop(conn, stop, ackerDone)
+	defer func() {
+		conn.Close()
+		close(stop)
+		<-ackerDone
+		r.mu.Lock()
+		r.held -= p.heldLen()
+		p.held, p.heldHead = p.held[:0], 0
+		p.nakPending = false
+		r.mu.Unlock()
+	}()
+	unacked := 0
 	errored := false
 	size := uint64(len(r.region))
 	for {
@@ -380,14 +580,15 @@ func (p *recvPath) readLoop(conn *net.TCPConn, exited chan struct{}) {
 			if _, err := p.br.Discard(int(h.length)); err != nil {
 				return
 			}
-			// The NAK acknowledges every earlier frame.
-			putAck(&p.ack, typeNAK, synRemoteAccess, h.seq)
-			raceSend()
-			if _, err := conn.Write(p.ack[:]); err != nil {
+			// The NAK acknowledges every earlier frame, so it waits
+			// until their completions are queued.
+			r.mu.Lock()
+			p.nakPending, p.nakSeq = true, h.seq
+			r.mu.Unlock()
+			errored = true
+			if err := p.flushAck(conn); err != nil {
 				return
 			}
-			errored = true
-			r.markDown(p)
 			continue
 		}
 		if h.length > 0 {
@@ -404,16 +605,14 @@ func (p *recvPath) readLoop(conn *net.TCPConn, exited chan struct{}) {
 			p.applied.Add(int64(h.length))
 		}
 		if h.op == opWriteImm {
-			if !r.deliver(qp.Completion{Path: p.idx, QPN: p.qpn, Op: qp.OpRecvImm, Status: qp.StatusOK, Bytes: units.Bytes(h.length), Imm: h.imm}) {
+			if !r.deliver(p, h.seq, h.imm, h.length) {
 				return
 			}
 		}
+		p.last.Store(h.seq)
 		unacked++
-		last = h.seq
 		if unacked >= ackEvery || !p.nextFrameBuffered() {
-			putAck(&p.ack, typeACK, 0, last)
-			raceSend()
-			if _, err := conn.Write(p.ack[:]); err != nil {
+			if err := p.flushAck(conn); err != nil {
 				return
 			}
 			unacked = 0

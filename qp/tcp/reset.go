@@ -120,10 +120,10 @@ func (c *Conn) rejoin(ctx context.Context, path int) (*net.TCPConn, error) {
 		return nil, err
 	}
 	b := binding{id: c.id, index: uint16(path), count: uint16(len(c.paths)), rejoin: true}
-	if err := clientHello(ctx, tc, c.secret, &b); err != nil {
+	if err := clientHello(ctx, tc, c.key, &b); err != nil {
 		return fail(err)
 	}
-	region, qpn, err := clientVerdict(ctx, tc, c.secret, &b)
+	region, qpn, err := clientVerdict(ctx, tc, c.key, &b)
 	if err != nil {
 		return fail(err)
 	}

@@ -250,7 +250,7 @@ func verdict(t *testing.T, nc net.Conn) []byte {
 	return rest
 }
 
-const rejoinLabel = "mptx-tcp/1 rejoin client"
+const rejoinLabel = "mptx-tcp/2 rejoin client"
 
 // TestRejoinRefused: rejoins that must not take a path. The listener
 // answers a bad tag (wrong secret, or a proof replayed under another nonce)
@@ -270,14 +270,14 @@ func TestRejoinRefused(t *testing.T) {
 	// An impostor who knows the connection id (it travels in clear) but
 	// not the secret cannot rejoin the broken path.
 	wrong := []byte("not the secret, but just as long!")
-	nc, _, _ := proofByHand(t, addr, wrong, rejoinLabel, id, 0, 2)
+	nc, _, _ := proofByHand(t, addr, authKey(wrong), rejoinLabel, id, 0, 2)
 	if got := verdict(t, nc); !bytes.Equal(got, []byte{0x5a}) {
 		t.Errorf("impostor rejoin: the listener sent %x; want only the reject byte 5a", got)
 	}
 	// A valid proof for one hello's nonce, replayed after another hello.
-	nc, nonceS, nonceC := proofByHand(t, addr, wrong, rejoinLabel, id, 0, 2)
+	nc, nonceS, nonceC := proofByHand(t, addr, authKey(wrong), rejoinLabel, id, 0, 2)
 	verdict(t, nc)
-	replay := proof(secret, rejoinLabel, nonceS, nonceC, id, 0, 2)
+	replay := proof(authKey(secret), rejoinLabel, nonceS, nonceC, id, 0, 2)
 	nc2, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -312,13 +312,13 @@ func TestRejoinRefused(t *testing.T) {
 		id           tcp.ConnID
 		index, count uint16
 	}{{"healthy path", id, 1, 2}, {"unknown connection", unknown, 0, 2}, {"wrong path count", id, 0, 3}} {
-		nc, _, _ := proofByHand(t, addr, secret, rejoinLabel, c.id, c.index, c.count)
+		nc, _, _ := proofByHand(t, addr, authKey(secret), rejoinLabel, c.id, c.index, c.count)
 		if got := verdict(t, nc); !bytes.Equal(got, []byte{0x3c}) {
 			t.Errorf("%s: valid rejoin answered %x; want only the refuse byte 3c", c.name, got)
 		}
 	}
 	// A first join with the live connection's id.
-	nc, _, _ = proofByHand(t, addr, secret, "mptx-tcp/1 client", id, 1, 2)
+	nc, _, _ = proofByHand(t, addr, authKey(secret), "mptx-tcp/2 client", id, 1, 2)
 	if got := verdict(t, nc); len(got) != 0 {
 		t.Errorf("join proof with a live connection's id: the listener sent %x; want nothing", got)
 	}
@@ -363,7 +363,7 @@ func TestRejoinByHand(t *testing.T) {
 	fill(p.send, 0x44)
 	w := newWaiter(t, p)
 	id := p.conn.ID()
-	nc, nonceS, nonceC := proofByHand(t, p.ln.Addr().String(), secret, rejoinLabel, id, 1, 2)
+	nc, nonceS, nonceC := proofByHand(t, p.ln.Addr().String(), authKey(secret), rejoinLabel, id, 1, 2)
 	// Give the listener time to start waiting for path 1 to go down
 	// (whether it does, or finds the path already down, the outcome is the
 	// same).
@@ -381,8 +381,8 @@ func TestRejoinByHand(t *testing.T) {
 	if regionSize != uint64(region) || qpn != p.recv.Paths()[1].QPN {
 		t.Errorf("rejoin verdict: region %d, QPN %#x; want %d, %#x (unchanged)", regionSize, qpn, region, p.recv.Paths()[1].QPN)
 	}
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte("mptx-tcp/1 rejoin server"))
+	m := hmac.New(sha256.New, authKey(secret))
+	m.Write([]byte("mptx-tcp/2 rejoin server"))
 	m.Write(nonceC)
 	m.Write(nonceS)
 	m.Write(id[:])

@@ -37,6 +37,7 @@ type pairOpts struct {
 	recvQueue    int
 	handshake    time.Duration // ListenConfig.HandshakeTimeout
 	resetTimeout time.Duration // DialConfig.ResetTimeout
+	retry        time.Duration // RetryTimeout of both ends
 }
 
 // newPair connects a Conn with len(o.paths) paths (3 if nil) to a Receiver
@@ -47,7 +48,7 @@ func newPair(t testing.TB, region units.Bytes, o pairOpts) *pair {
 	if o.paths == nil {
 		o.paths = make([]tcp.PathConfig, 3)
 	}
-	ln, err := tcp.Listen("127.0.0.1:0", tcp.ListenConfig{Secret: secret, RecvQueue: o.recvQueue, HandshakeTimeout: o.handshake})
+	ln, err := tcp.Listen("127.0.0.1:0", tcp.ListenConfig{Secret: secret, RecvQueue: o.recvQueue, HandshakeTimeout: o.handshake, RetryTimeout: o.retry})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func newPair(t testing.TB, region units.Bytes, o pairOpts) *pair {
 		ch <- res{r, err}
 	}()
 	send := make([]byte, region)
-	c, err := tcp.Dial(ctx, ln.Addr().String(), tcp.DialConfig{Secret: secret, Paths: o.paths, SendRegion: send, MaxSendWR: o.maxWR, ResetTimeout: o.resetTimeout})
+	c, err := tcp.Dial(ctx, ln.Addr().String(), tcp.DialConfig{Secret: secret, Paths: o.paths, SendRegion: send, MaxSendWR: o.maxWR, ResetTimeout: o.resetTimeout, RetryTimeout: o.retry})
 	a := <-ch
 	if a.r != nil {
 		t.Cleanup(func() { a.r.Close() })
@@ -593,7 +594,7 @@ func TestImpostorReceiver(t *testing.T) {
 			return
 		}
 		defer nc.Close()
-		hello := append([]byte("MPTT\x00\x01"), make([]byte, 32)...)
+		hello := append([]byte("MPTT\x00\x02"), make([]byte, 32)...)
 		nc.Write(hello)
 		buf := make([]byte, 84)
 		io.ReadFull(nc, buf)
@@ -640,8 +641,8 @@ func TestHalfOpenExpires(t *testing.T) {
 	nonceC := bytes.Repeat([]byte{7}, 32)
 	id := bytes.Repeat([]byte{9}, 16)
 	indexCount := []byte{0, 0, 0, 2} // path 0 of 2
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte("mptx-tcp/1 client"))
+	m := hmac.New(sha256.New, authKey(secret))
+	m.Write([]byte("mptx-tcp/2 client"))
 	m.Write(nonceS)
 	m.Write(nonceC)
 	m.Write(id)
@@ -698,6 +699,9 @@ func TestConfigErrors(t *testing.T) {
 	}
 	if _, err := tcp.Listen("127.0.0.1:0", tcp.ListenConfig{Secret: secret, RecvQueue: -1}); err == nil || !strings.Contains(err.Error(), "RecvQueue = -1") {
 		t.Errorf("Listen with RecvQueue -1: %v", err)
+	}
+	if _, err := tcp.Listen("127.0.0.1:0", tcp.ListenConfig{Secret: secret, MaxPending: 4, MaxPendingPerSource: 5}); err == nil || !strings.Contains(err.Error(), "MaxPendingPerSource = 5 (valid: 0 for 16, or 1..MaxPending = 4)") {
+		t.Errorf("Listen with MaxPendingPerSource above MaxPending: %v", err)
 	}
 }
 

@@ -22,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -187,7 +186,3 @@ func (n *notifier) arm(set *C.struct_mptx_cqset) <-chan struct{} {
 	}
 	return n.ch
 }
-
-// keepAlive is runtime.KeepAlive, named for the cgo call sites that pass C
-// pointers owned by a Go object whose cleanup frees them.
-func keepAlive(x any) { runtime.KeepAlive(x) }

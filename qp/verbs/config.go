@@ -41,9 +41,11 @@ const (
 	// transfer; the pool's MR carries no remote access at all.
 	AccessMemoryWindow
 	// AccessMR registers a dedicated MR with remote write access over the
-	// region for the transfer's lifetime (ibv_reg_mr(3)). It is the
-	// fallback for devices without memory windows and costs one
-	// registration per transfer.
+	// region for the transfer's lifetime (ibv_reg_mr(3)), in a protection
+	// domain of the connection's own, so that its rkey works on this
+	// connection's QPs only. It is the fallback for devices without
+	// memory windows and costs one registration (and one PD) per
+	// transfer.
 	AccessMR
 )
 
@@ -220,6 +222,12 @@ func mtuBytes(e int) units.Bytes {
 	return 128 << e
 }
 
+// DefaultDialTimeout bounds Host.Dial when its context has no deadline:
+// the control connection, authentication, the receiver's Accept (which
+// may wait up to its HandshakeTimeout for the receiver's Listener.Accept,
+// then registers the region) and the RTT probes.
+const DefaultDialTimeout = 60 * time.Second
+
 // DialConfig configures Host.Dial, the sender's side of a connection.
 type DialConfig struct {
 	// Secret is the shared secret both ends hold (at least
@@ -281,9 +289,25 @@ type ListenConfig struct {
 	// bytes (a user-registered buffer, say); the Receiver does not free
 	// it. Default: Host.Alloc(size), freed by Receiver.Close.
 	Region func(size units.Bytes) (*Buffer, error)
-	// OnReject is called (from Accept's goroutine) for every peer that
-	// fails authentication or the exchange; Accept keeps listening.
+	// OnReject is called for every peer that fails authentication or the
+	// exchange, goes silent, or is refused for room
+	// (bootstrap.ErrBusy); Accept keeps listening. It is called from
+	// Accept's goroutine and from the listener's own, possibly
+	// concurrently, and must not block.
 	OnReject func(remote net.Addr, err error)
+	// HandshakeTimeout bounds each step a sender must take before Accept
+	// has set it up: authentication, its Offer, and its Ready after our
+	// Accept message; and how long an authenticated Offer waits for
+	// Accept. 0 means bootstrap.DefaultHandshakeTimeout (10 s).
+	HandshakeTimeout time.Duration
+	// MaxPending bounds the senders the listener holds while they
+	// authenticate or wait for Accept (1..65536); 0 means
+	// bootstrap.DefaultMaxPending.
+	MaxPending int
+	// MaxPendingPerSource bounds the unauthenticated connections from one
+	// IPv4 address or IPv6 /64 (1..MaxPending); 0 means
+	// bootstrap.DefaultMaxPendingPerSource, or MaxPending if smaller.
+	MaxPendingPerSource int
 	// Clock stamps completions, as in DialConfig.
 	Clock vtime.Clock
 }
@@ -346,6 +370,24 @@ func (c ListenConfig) withDefaults(pool units.Bytes) (ListenConfig, error) {
 	}
 	if c.Access > AccessMR {
 		return c, fmt.Errorf("verbs: ListenConfig.Access = %d, want AccessAuto, AccessMemoryWindow or AccessMR", c.Access)
+	}
+	if c.HandshakeTimeout < 0 {
+		return c, fmt.Errorf("verbs: ListenConfig.HandshakeTimeout = %v, want 0 (for %v) or > 0", c.HandshakeTimeout, bootstrap.DefaultHandshakeTimeout)
+	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = bootstrap.DefaultHandshakeTimeout
+	}
+	if c.MaxPending < 0 || c.MaxPending > 1<<16 {
+		return c, fmt.Errorf("verbs: ListenConfig.MaxPending = %d, want 0 (for %d) or 1..65536", c.MaxPending, bootstrap.DefaultMaxPending)
+	}
+	if c.MaxPending == 0 {
+		c.MaxPending = bootstrap.DefaultMaxPending
+	}
+	if c.MaxPendingPerSource < 0 || c.MaxPendingPerSource > c.MaxPending {
+		return c, fmt.Errorf("verbs: ListenConfig.MaxPendingPerSource = %d, want 0 (for %d) or 1..MaxPending (%d)", c.MaxPendingPerSource, bootstrap.DefaultMaxPendingPerSource, c.MaxPending)
+	}
+	if c.MaxPendingPerSource == 0 {
+		c.MaxPendingPerSource = min(bootstrap.DefaultMaxPendingPerSource, c.MaxPending)
 	}
 	var err error
 	c.QP, err = c.QP.withDefaults()

@@ -109,11 +109,18 @@ var _ qp.Resetter = (*Conn)(nil)
 // QPs per NIC, offers them with the tensor's size, connects each to the
 // receiver's QP (INIT → RTR → RTS), and returns once the receiver has
 // advertised its region. A receiver that does not know the secret gets
-// nothing: Dial fails with bootstrap.ErrAuth before any QP exists.
+// nothing: Dial fails with bootstrap.ErrAuth before any QP exists. A ctx
+// without a deadline gets DefaultDialTimeout, so that a receiver that goes
+// silent cannot hold Dial for ever.
 func (h *Host) Dial(ctx context.Context, addr string, cfg DialConfig) (*Conn, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultDialTimeout)
+		defer cancel()
 	}
 	if err := h.checkOpen(); err != nil {
 		return nil, err
@@ -187,7 +194,7 @@ func (c *Conn) setup(ctx context.Context, nics []*nic) error {
 	q := cfg.QP
 	// Groups and QPs.
 	for _, n := range nics {
-		g, err := newGroup(n, "send", cfg.QPsPerNIC*q.MaxSendWR+16, 0, cfg.Clock)
+		g, err := newGroup(n, "send", cfg.QPsPerNIC*q.MaxSendWR+16, 0, cfg.Clock, false)
 		if err != nil {
 			return err
 		}
@@ -229,11 +236,8 @@ func (c *Conn) setup(ctx context.Context, nics []*nic) error {
 	if err != nil {
 		return err
 	}
-	if len(acc.Paths) != len(c.sp) {
-		return fmt.Errorf("%w: receiver answered %d paths for our %d", bootstrap.ErrProtocol, len(acc.Paths), len(c.sp))
-	}
-	if acc.RegionLen < uint64(cfg.Size) {
-		return fmt.Errorf("%w: receiver advertised %d bytes for a %d-byte tensor", bootstrap.ErrProtocol, acc.RegionLen, int64(cfg.Size))
+	if err := checkAccept(acc, cfg.Size, len(c.sp)); err != nil {
+		return err
 	}
 	c.rAddr, c.rLen = acc.RegionAddr, units.Bytes(acc.RegionLen)
 	c.maxMsg = units.MaxBytes
@@ -268,6 +272,9 @@ func (c *Conn) setup(ctx context.Context, nics []*nic) error {
 		if n.port.MaxMsg > 0 && n.port.MaxMsg < c.maxMsg {
 			c.maxMsg = n.port.MaxMsg
 		}
+	}
+	if testBeforeReady != nil {
+		testBeforeReady()
 	}
 	if err := c.sess.SendReady(ctx); err != nil {
 		return err

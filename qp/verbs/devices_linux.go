@@ -16,7 +16,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"unsafe"
 
 	"github.com/vishvananda/netlink"
@@ -205,13 +204,6 @@ func gidTable(ctx *C.struct_ibv_context, dev string, port, tblLen int) ([]GID, e
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Index < out[j].Index })
 	return out, nil
-}
-
-func errnoFromRC(rc int) syscall.Errno {
-	if rc < 0 {
-		rc = -rc
-	}
-	return syscall.Errno(rc)
 }
 
 func guidString(g uint64) string {

@@ -43,6 +43,11 @@
 // (Soft-RoCE) checks window writes against the underlying MR's range, not
 // the window's, so there the receiver registers a dedicated MR over exactly
 // the region for the transfer instead (AccessMR), deregistered by Revoke.
+// An MR's rkey is valid on every QP of its protection domain, so that MR,
+// and the receiving QPs and SRQ, live in a PD of the connection's own: the
+// rkey opens the region to this connection's QPs and no other's (another
+// sender on the same NIC gets a remote access error with it; a VM test
+// checks). A path reset rebinds its window and frees the old one.
 // A write outside the region then fails at the sender with
 // qp.StatusRemoteAccess and changes nothing at the receiver (the VM tests
 // check both, with guard bands around the region).

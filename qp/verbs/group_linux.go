@@ -22,12 +22,17 @@ import (
 )
 
 // group is one connection's resources on one NIC, a node under the NIC's
-// PD created in this order (and so closed in the reverse one): completion
-// channel, completion queue(s), shared receive queue, the watcher that
-// turns channel events into wakeups, queue pairs, memory windows.
+// PD created in this order (and so closed in the reverse one): the
+// connection's own protection domain if it has one, completion channel,
+// completion queue(s), shared receive queue, the watcher that turns
+// channel events into wakeups, queue pairs, memory windows or the region's
+// MR.
 type group struct {
 	nic  *nic
 	node *node
+	// pd holds the group's QPs, SRQ and windows or region MR: the NIC's
+	// host-wide PD, or the connection's own (see newGroup).
+	pd   *C.struct_ibv_pd
 	ch   *C.struct_ibv_comp_channel
 	cq   *C.struct_ibv_cq    // data CQ: send completions (sender) or receive completions (receiver)
 	cqx  *C.struct_ibv_cq_ex // cq's extended form when polled with the extended API
@@ -51,8 +56,17 @@ var forceCQ = cqAuto
 
 // newGroup creates the group node, its completion channel and data CQ with
 // cqe entries, and, for a receiver, a control CQ and an SRQ of srqDepth.
-func newGroup(n *nic, label string, cqe int, srqDepth int, clock vtime.Clock) (*group, error) {
-	g := &group{nic: n}
+//
+// With ownPD the group gets a protection domain of its own
+// (ibv_alloc_pd(3)) for its QPs, SRQ and MRs: a receiver that exposes its
+// region through an MR (AccessMR) does so, because an MR's rkey is valid
+// on every QP of its PD (ibv_reg_mr(3)), and in the host-wide PD that
+// would let another connection's sender write this connection's region.
+// Memory windows (AccessMemoryWindow) are bound to one QP and must share
+// the pool MR's PD; the sender's QPs must share it too, for the pool's
+// lkey.
+func newGroup(n *nic, label string, cqe int, srqDepth int, clock vtime.Clock, ownPD bool) (*group, error) {
+	g := &group{nic: n, pd: n.pd}
 	name := n.dev.Name + " " + label
 	g.node = newNode(n.pdNode, "connection", name, nil)
 	ok := false
@@ -61,6 +75,20 @@ func newGroup(n *nic, label string, cqe int, srqDepth int, clock vtime.Clock) (*
 			_ = g.node.close()
 		}
 	}()
+	if ownPD {
+		// The group's first child, so closed last, after everything in it.
+		pd, err := C.ibv_alloc_pd(n.ctx)
+		if pd == nil {
+			return nil, nilErr("ibv_alloc_pd", name, err)
+		}
+		g.pd = pd
+		newNode(g.node, "PD", name, func() error {
+			if rc := C.ibv_dealloc_pd(pd); rc != 0 {
+				return callErr("ibv_dealloc_pd", name, rc)
+			}
+			return nil
+		})
+	}
 	ch, err := C.ibv_create_comp_channel(n.ctx)
 	if ch == nil {
 		return nil, nilErr("ibv_create_comp_channel", name, err)
@@ -130,7 +158,7 @@ func newGroup(n *nic, label string, cqe int, srqDepth int, clock vtime.Clock) (*
 			}
 			return nil
 		})
-		srq, err := C.mptx_create_srq(n.pd, C.uint32_t(srqDepth))
+		srq, err := C.mptx_create_srq(g.pd, C.uint32_t(srqDepth))
 		if srq == nil {
 			return nil, nilErr("ibv_create_srq", name, err)
 		}
@@ -175,7 +203,7 @@ func (g *group) createQP(scq, rcq *C.struct_ibv_cq, srq *C.struct_ibv_srq, maxSe
 		return nil, fmt.Errorf("verbs: QPConfig.MaxSendWR = %d exceeds %s's max_qp_wr %d", maxSendWR, n.dev.Name, max)
 	}
 	var caps C.struct_ibv_qp_cap
-	q, err := C.mptx_create_qp(n.pd, scq, rcq, srq, C.uint32_t(maxSendWR), 0, C.uint32_t(maxInline), &caps)
+	q, err := C.mptx_create_qp(g.pd, scq, rcq, srq, C.uint32_t(maxSendWR), 0, C.uint32_t(maxInline), &caps)
 	if q == nil {
 		return nil, nilErr("ibv_create_qp", n.dev.Name, err)
 	}

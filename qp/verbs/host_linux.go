@@ -381,8 +381,9 @@ func (h *Host) Alloc(size units.Bytes) (*Buffer, error) {
 // Register registers mem, the caller's memory, with every NIC once
 // (ibv_reg_mr(3), local write and memory-window bind). mem must not be Go
 // heap memory (cgo pointer rules: the NIC would write where the garbage
-// collector does not expect it): use Map, syscall.Mmap or C memory. The
-// Buffer does not own mem; Free deregisters it.
+// collector does not expect it): map it with mmap(2) (unix.Mmap with
+// MAP_ANONYMOUS, or a file) or use C memory. The Buffer does not own mem;
+// Free deregisters it.
 func (h *Host) Register(mem []byte) (*Buffer, error) {
 	if err := h.checkOpen(); err != nil {
 		return nil, err
@@ -416,19 +417,6 @@ func leakedAll(ns []*node) {
 		leaked(n)
 	}
 }
-
-// Map returns size bytes of anonymous memory outside the Go heap (mmap(2)),
-// for Register. Release it with Unmap after freeing its Buffer.
-func Map(size units.Bytes) ([]byte, error) {
-	m, err := unix.Mmap(-1, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	if err != nil {
-		return nil, verbError("mmap", size.String(), errnoOf(err))
-	}
-	return m, nil
-}
-
-// Unmap releases memory from Map.
-func Unmap(b []byte) error { return unix.Munmap(b) }
 
 // Bytes returns the buffer's memory. It is valid until Free (and, for
 // pool buffers, Host.Close).

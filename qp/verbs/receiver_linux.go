@@ -27,13 +27,22 @@ import (
 
 // Listener accepts senders on a TCP address. It is safe for concurrent
 // use; Accept may run on one goroutine while Close runs on another.
+//
+// Senders authenticate concurrently, before and independently of Accept
+// (bootstrap.Listener): each connection has ListenConfig.HandshakeTimeout
+// to authenticate and then as long again to send its Offer, and the
+// listener holds at most MaxPending of them (MaxPendingPerSource
+// unauthenticated ones per source), so peers that connect and stay
+// silent cannot keep a sender that knows the secret out. Accept takes the
+// authenticated offers in order and only then creates anything (region,
+// QPs, memory windows) for them.
 type Listener struct {
 	h        *Host
 	cfg      ListenConfig
-	ln       net.Listener
+	bl       *bootstrap.Listener
 	nics     []*nic
 	mu       sync.Mutex
-	rejected int
+	rejected int // set-up failures; authentication failures are bl's
 }
 
 // Listen listens for senders on addr (host:port; port 0 picks one).
@@ -56,52 +65,52 @@ func (h *Host) Listen(addr string, cfg ListenConfig) (*Listener, error) {
 			}
 		}
 	}
-	ln, err := net.Listen("tcp", addr)
+	bl, err := bootstrap.Listen(addr, bootstrap.ListenConfig{
+		Secret: cfg.Secret, HandshakeTimeout: cfg.HandshakeTimeout,
+		MaxPending: cfg.MaxPending, MaxPendingPerSource: cfg.MaxPendingPerSource,
+		OnReject: cfg.OnReject,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("verbs: listen %s: %w", addr, err)
+		return nil, fmt.Errorf("verbs: %w", err)
 	}
-	return &Listener{h: h, cfg: cfg, ln: ln, nics: nics}, nil
+	return &Listener{h: h, cfg: cfg, bl: bl, nics: nics}, nil
 }
 
 // Addr returns the listening address.
-func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
+func (l *Listener) Addr() net.Addr { return l.bl.Addr() }
 
-// Rejected returns how many peers failed authentication or set-up.
+// Rejected returns how many peers failed authentication or set-up, or
+// were refused for room (see ListenConfig.OnReject).
 func (l *Listener) Rejected() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.rejected
+	return l.rejected + l.bl.Rejected()
 }
 
-// Close stops listening. Receivers already accepted stay open.
-func (l *Listener) Close() error {
-	err := l.ln.Close()
-	if errors.Is(err, net.ErrClosed) {
-		return nil
-	}
-	return err
-}
+// Close stops listening and drops the senders Accept has not taken yet.
+// Receivers already accepted stay open.
+func (l *Listener) Close() error { return l.bl.Close() }
 
-// Accept waits for a sender, authenticates it, and sets up the transfer it
+// Accept waits for an authenticated sender and sets up the transfer it
 // offers: a region of the offered size (ListenConfig.Region, default
 // Host.Alloc), one RC QP per sender path on the matching local NIC, each
 // NIC's QPs sharing one SRQ and one receive CQ, and remote write access to
-// exactly that region (see Access). A peer that fails authentication or
-// set-up is reported to OnReject and Accept keeps waiting; before its
-// proof verified, nothing was allocated for it. Accept returns when ctx
-// ends or the Listener is closed.
+// exactly that region (see Access). A sender whose set-up fails, or who
+// does not answer it with Ready within HandshakeTimeout, is reported to
+// OnReject and Accept goes on to the next; before its proof verified,
+// nothing was allocated for it. Accept returns ctx's error when ctx ends
+// (the Listener stays open) and an error wrapping net.ErrClosed when the
+// Listener is closed.
 func (l *Listener) Accept(ctx context.Context) (*Receiver, error) {
-	stop := context.AfterFunc(ctx, func() { _ = l.ln.Close() })
-	defer stop()
 	for {
-		tcp, err := l.ln.Accept()
+		sess, offer, err := l.bl.Accept(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
 			return nil, fmt.Errorf("verbs: accept: %w", err)
 		}
-		r, err := l.serve(ctx, tcp)
+		r, err := l.serve(ctx, sess, offer)
 		if err == nil {
 			return r, nil
 		}
@@ -112,22 +121,14 @@ func (l *Listener) Accept(ctx context.Context) (*Receiver, error) {
 		l.rejected++
 		l.mu.Unlock()
 		if l.cfg.OnReject != nil {
-			l.cfg.OnReject(tcp.RemoteAddr(), err)
+			l.cfg.OnReject(sess.RemoteAddr(), err)
 		}
 	}
 }
 
-func (l *Listener) serve(ctx context.Context, tcp net.Conn) (*Receiver, error) {
-	sess, err := bootstrap.Server(ctx, tcp, l.cfg.Secret)
-	if err != nil {
-		return nil, err
-	}
-	// Authenticated: only now is anything created for this peer.
-	offer, err := sess.RecvOffer(ctx)
-	if err != nil {
-		sess.Close()
-		return nil, err
-	}
+// serve sets up the transfer an authenticated sender offered. It owns
+// sess: on failure it is closed.
+func (l *Listener) serve(ctx context.Context, sess *bootstrap.Session, offer *bootstrap.Offer) (*Receiver, error) {
 	r := &Receiver{h: l.h, cfg: l.cfg, sess: sess, offer: offer, nt: newNotifier()}
 	if err := r.setup(ctx, l.nics); err != nil {
 		sess.SendAbort(ctx, err.Error())
@@ -170,7 +171,7 @@ type Receiver struct {
 	scratch *C.struct_ibv_wc
 	nt      *notifier
 	access  Access
-	grants  []*node // memory windows or the region MRs: closed by Revoke
+	grants  []*node // AccessMR: the region's MRs, closed by Revoke (windows are per path: rp[i].window)
 	revoked bool
 	closed  bool
 	cleanup runtime.Cleanup
@@ -185,11 +186,12 @@ type Receiver struct {
 }
 
 type recvPath struct {
-	q    *qpEnd
-	g    *group
-	rkey uint32
-	mtu  units.Bytes
-	fl   uint32
+	q      *qpEnd
+	g      *group
+	rkey   uint32
+	window *node // AccessMemoryWindow: the path's window, replaced by a reset
+	mtu    units.Bytes
+	fl     uint32
 }
 
 var _ qp.Receiver = (*Receiver)(nil)
@@ -215,6 +217,16 @@ func (r *Receiver) setup(ctx context.Context, nics []*nic) error {
 	if r.region.Len() < size {
 		return fmt.Errorf("verbs: ListenConfig.Region returned %d bytes for a %d-byte offer", int64(r.region.Len()), int64(size))
 	}
+	// How the region is exposed decides the groups' PDs (newGroup).
+	r.access = cfg.Access
+	if r.access == AccessAuto {
+		r.access = AccessMemoryWindow
+		for _, p := range o.Paths {
+			if !windowsConfine(nics[int(p.NIC)%len(nics)]) {
+				r.access = AccessMR
+			}
+		}
+	}
 	// One group per local NIC the sender's NICs map onto.
 	gOf := map[int]*group{}
 	var gIdx []int
@@ -223,7 +235,7 @@ func (r *Receiver) setup(ctx context.Context, nics []*nic) error {
 		if _, ok := gOf[li]; ok {
 			continue
 		}
-		g, err := newGroup(nics[li], "receive", cfg.SRQDepth+16, cfg.SRQDepth, cfg.Clock)
+		g, err := newGroup(nics[li], "receive", cfg.SRQDepth+16, cfg.SRQDepth, cfg.Clock, r.access == AccessMR)
 		if err != nil {
 			return err
 		}
@@ -240,15 +252,6 @@ func (r *Receiver) setup(ctx context.Context, nics []*nic) error {
 		cqIdx[g] = i
 	}
 	r.byCQ = make([][]int, len(r.groups))
-	r.access = cfg.Access
-	if r.access == AccessAuto {
-		r.access = AccessMemoryWindow
-		for _, g := range r.groups {
-			if !windowsConfine(g.nic) {
-				r.access = AccessMR
-			}
-		}
-	}
 	acc := &bootstrap.Accept{RegionAddr: r.region.addr(), RegionLen: o.Size}
 	if r.access == AccessMemoryWindow {
 		acc.Caps |= bootstrap.CapMemoryWindow
@@ -289,14 +292,16 @@ func (r *Receiver) setup(ctx context.Context, nics []*nic) error {
 		rp := recvPath{q: q, g: g, mtu: mtu, fl: fl}
 		switch r.access {
 		case AccessMemoryWindow:
-			if rp.rkey, err = r.bindWindow(g, q); err != nil {
+			if rp.rkey, rp.window, err = r.bindWindow(g, q); err != nil {
 				return err
 			}
 		case AccessMR:
+			// In the group's own PD: the rkey works on this
+			// connection's QPs on the NIC and no other's.
 			mr := regionMR[g]
 			if mr == nil {
 				var nd *node
-				mr, nd, err = regMR(g.node, n.pd, unsafe.Pointer(&r.region.mem[0]), int(o.Size),
+				mr, nd, err = regMR(g.node, g.pd, unsafe.Pointer(&r.region.mem[0]), int(o.Size),
 					C.IBV_ACCESS_LOCAL_WRITE|C.IBV_ACCESS_REMOTE_WRITE, n.dev.Name+" receive region")
 				if err != nil {
 					return err
@@ -322,11 +327,15 @@ func (r *Receiver) setup(ctx context.Context, nics []*nic) error {
 			return callErr("ibv_post_srq_recv", g.nic.dev.Name, rc)
 		}
 	}
-	if err := r.sess.SendAccept(ctx, acc); err != nil {
+	// The sender answers at once; one that stays silent is dropped after
+	// HandshakeTimeout instead of holding Accept for ever.
+	xctx, cancel := context.WithTimeout(ctx, cfg.HandshakeTimeout)
+	defer cancel()
+	if err := r.sess.SendAccept(xctx, acc); err != nil {
 		return err
 	}
-	if err := r.sess.RecvReady(ctx); err != nil {
-		return err
+	if err := r.sess.RecvReady(xctx); err != nil {
+		return fmt.Errorf("verbs: waiting for the sender's Ready: %w", err)
 	}
 	r.transfers = make(chan *Transfer, 16)
 	r.ctlDone = make(chan struct{})
@@ -392,12 +401,18 @@ func (r *Receiver) resetPath(m *bootstrap.ResetPath) *bootstrap.ResetAck {
 		return ack
 	}
 	if r.access == AccessMemoryWindow {
-		rkey, err := r.bindWindow(p.g, p.q)
+		// The old window goes first: windows must not pile up, one
+		// per reset, until Revoke.
+		if err := p.window.close(); err != nil {
+			ack.Message = err.Error()
+			return ack
+		}
+		rkey, window, err := r.bindWindow(p.g, p.q)
 		if err != nil {
 			ack.Message = err.Error()
 			return ack
 		}
-		p.rkey = rkey
+		p.rkey, p.window = rkey, window
 		ack.Rkey = rkey
 	}
 	ack.OK, ack.PSN = true, p.q.psn
@@ -435,12 +450,14 @@ func windowProblem(n *nic) string {
 
 // bindWindow allocates a type 2 memory window (ibv_alloc_mw(3)) and binds
 // it over exactly the region, for remote write, through q (IBV_WR_BIND_MW
-// in ibv_post_send(3)); the returned rkey opens the region only on q.
-func (r *Receiver) bindWindow(g *group, q *qpEnd) (uint32, error) {
+// in ibv_post_send(3)); the returned rkey opens the region only on q. The
+// window's node is the caller's to keep: Revoke and Close free it, or the
+// path's next reset replaces it.
+func (r *Receiver) bindWindow(g *group, q *qpEnd) (uint32, *node, error) {
 	n := g.nic
-	mw, err := C.ibv_alloc_mw(n.pd, C.IBV_MW_TYPE_2)
+	mw, err := C.ibv_alloc_mw(g.pd, C.IBV_MW_TYPE_2)
 	if mw == nil {
-		return 0, nilErr("ibv_alloc_mw", n.dev.Name, err)
+		return 0, nil, nilErr("ibv_alloc_mw", n.dev.Name, err)
 	}
 	name := n.dev.Name + " window for QP " + strconv.FormatUint(uint64(q.qpn), 16)
 	nd := newNode(g.node, "MW", name, func() error {
@@ -449,21 +466,24 @@ func (r *Receiver) bindWindow(g *group, q *qpEnd) (uint32, error) {
 		}
 		return nil
 	})
-	r.grants = append(r.grants, nd)
+	fail := func(err error) (uint32, *node, error) {
+		_ = nd.close()
+		return 0, nil, err
+	}
 	var rkey C.uint32_t
 	if rc := C.mptx_bind_mw2(q.qp, mw, n.poolOrUserMR(r.region), C.uint64_t(r.region.addr()), C.uint64_t(r.offer.Size),
 		C.IBV_ACCESS_REMOTE_WRITE, 1, &rkey); rc != 0 {
-		return 0, callErr("ibv_post_send(BIND_MW)", name, rc)
+		return fail(callErr("ibv_post_send(BIND_MW)", name, rc))
 	}
 	var id C.uint64_t
 	var st C.int
 	if rc := C.mptx_wait_one(g.ctl, 1<<30, &id, &st); rc != 0 {
-		return 0, callErr("ibv_poll_cq(BIND_MW)", name, C.int(rc))
+		return fail(callErr("ibv_poll_cq(BIND_MW)", name, C.int(rc)))
 	}
 	if st != 0 {
-		return 0, fmt.Errorf("verbs: binding %s: completion status %q", name, wcStatusString(int(st)))
+		return fail(fmt.Errorf("verbs: binding %s: completion status %q", name, wcStatusString(int(st))))
 	}
-	return uint32(rkey), nil
+	return uint32(rkey), nd, nil
 }
 
 // poolOrUserMR returns the MR on n that covers b.
@@ -594,6 +614,11 @@ func (r *Receiver) Revoke() error {
 	}
 	r.revoked = true
 	var errs []error
+	for i := range r.rp {
+		if w := r.rp[i].window; w != nil {
+			errs = append(errs, w.close())
+		}
+	}
 	for _, nd := range r.grants {
 		errs = append(errs, nd.close())
 	}

@@ -57,12 +57,6 @@ func (h *Host) Listen(string, ListenConfig) (*Listener, error) { return nil, err
 // Close does nothing.
 func (h *Host) Close() error { return nil }
 
-// Map returns errNotSupported.
-func Map(units.Bytes) ([]byte, error) { return nil, errNotSupported }
-
-// Unmap returns errNotSupported.
-func Unmap([]byte) error { return errNotSupported }
-
 // Buffer is unavailable in this build.
 type Buffer struct{}
 

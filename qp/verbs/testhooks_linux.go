@@ -24,3 +24,17 @@ func (b *Buffer) view(off, n int) *Buffer {
 	v.freed.Store(true)
 	return v
 }
+
+// aim points path's writes at addr with rkey, as a sender that learned
+// another connection's region address and key would.
+func (c *Conn) aim(path int, addr uint64, rkey uint32) {
+	c.rAddr = addr
+	c.sp[path].rkey = rkey
+}
+
+// regionAddr returns the virtual address of the receiver's region.
+func (r *Receiver) regionAddr() uint64 { return r.region.addr() }
+
+// testBeforeReady, if set, runs in Dial just before it sends Ready: a test
+// makes a sender go silent there.
+var testBeforeReady func()

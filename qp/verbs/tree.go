@@ -18,6 +18,7 @@ import (
 //	    └── PD (ibv_alloc_pd)
 //	        ├── MR: the pool's, user buffers' (ibv_reg_mr)
 //	        └── connection (one per Conn or Receiver on this NIC)
+//	            ├── the connection's own PD (receiver with AccessMR; ibv_alloc_pd)
 //	            ├── completion channel (ibv_create_comp_channel)
 //	            ├── CQ (ibv_create_cq, ibv_create_cq_ex)
 //	            ├── control CQ and SRQ (receiver; ibv_create_srq)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/qp/verbs/bootstrap"
 	"github.com/mptx-dev/mptx/units"
 	"github.com/mptx-dev/mptx/vtime"
 )
@@ -128,6 +129,23 @@ func TestConfigErrorsNameField(t *testing.T) {
 	}
 	if _, err := (ListenConfig{Secret: make([]byte, 16), SRQDepth: 3}).withDefaults(units.MiB); err == nil || !strings.Contains(err.Error(), "SRQDepth = 3, want 16..") {
 		t.Errorf("ListenConfig SRQDepth: %v", err)
+	}
+	for _, c := range []struct {
+		cfg  ListenConfig
+		want string
+	}{
+		{ListenConfig{HandshakeTimeout: -time.Second}, "HandshakeTimeout = -1s"},
+		{ListenConfig{MaxPending: 1 << 17}, "MaxPending = 131072"},
+		{ListenConfig{MaxPending: 4, MaxPendingPerSource: 5}, "MaxPendingPerSource = 5"},
+	} {
+		c.cfg.Secret = make([]byte, 16)
+		if _, err := c.cfg.withDefaults(units.MiB); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ListenConfig %+v: %v; want an error naming %q", c.cfg, err, c.want)
+		}
+	}
+	lc, err := (ListenConfig{Secret: make([]byte, 16), MaxPending: 4}).withDefaults(units.MiB)
+	if err != nil || lc.HandshakeTimeout != bootstrap.DefaultHandshakeTimeout || lc.MaxPendingPerSource != 4 {
+		t.Errorf("ListenConfig defaults = %+v, %v; want HandshakeTimeout %v, MaxPendingPerSource 4 (capped by MaxPending)", lc, err, bootstrap.DefaultHandshakeTimeout)
 	}
 	if _, err := (HostConfig{PoolSize: -1}).withDefaults(); err == nil || !strings.Contains(err.Error(), "PoolSize = -1") {
 		t.Errorf("HostConfig PoolSize: %v", err)
@@ -509,6 +527,35 @@ func TestTreeLeakCleanup(t *testing.T) {
 		case <-deadline:
 			t.Fatal("the dropped wrapper was never reported")
 		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// TestCheckAccept: an authenticated receiver's Accept must describe a
+// region the sender can address: 2^64-1 bytes (which would make
+// Conn.Region's length -1), a region that wraps the address space, too few
+// bytes or the wrong number of paths are protocol errors.
+func TestCheckAccept(t *testing.T) {
+	ok := bootstrap.Accept{RegionAddr: 0x7f0000000000, RegionLen: 4096, Paths: make([]bootstrap.Endpoint, 2)}
+	if err := checkAccept(&ok, 4096, 2); err != nil {
+		t.Fatalf("checkAccept(%+v) = %v, want nil", ok, err)
+	}
+	cases := []struct {
+		mod  func(a *bootstrap.Accept)
+		want string
+	}{
+		{func(a *bootstrap.Accept) { a.RegionLen = 1<<64 - 1 }, "18446744073709551615-byte region"},
+		{func(a *bootstrap.Accept) { a.RegionLen = 1 << 63 }, "9223372036854775808-byte region"},
+		{func(a *bootstrap.Accept) { a.RegionAddr = 1<<64 - 4096 }, "wraps the address space"},
+		{func(a *bootstrap.Accept) { a.RegionLen = 4095 }, "4095 bytes for a 4096-byte tensor"},
+		{func(a *bootstrap.Accept) { a.Paths = a.Paths[:1] }, "1 paths for our 2"},
+	}
+	for _, c := range cases {
+		a := ok
+		c.mod(&a)
+		err := checkAccept(&a, 4096, 2)
+		if !errors.Is(err, bootstrap.ErrProtocol) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("checkAccept(%+v) = %v; want ErrProtocol naming %q", a, err, c.want)
 		}
 	}
 }

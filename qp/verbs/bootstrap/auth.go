@@ -3,6 +3,7 @@ package bootstrap
 import (
 	"bufio"
 	"context"
+	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -16,10 +17,12 @@ import (
 	"time"
 )
 
-// Version is the protocol version this package speaks.
-const Version = 1
+// Version is the protocol version this package speaks. Version 2 keys its
+// tags with HKDF-derived keys instead of the secret itself.
+const Version = 2
 
-// MinSecret is the shortest accepted shared secret, in bytes.
+// MinSecret is the shortest accepted shared secret, in bytes. Length is
+// not entropy: see Secrets in the package doc.
 const MinSecret = 16
 
 const (
@@ -30,9 +33,15 @@ const (
 	statusAccept byte = 0xA5
 	statusReject byte = 0x5A
 
-	labelClient  = "mptx/1 client"
-	labelServer  = "mptx/1 server"
-	labelSession = "mptx/1 session"
+	labelClient = "mptx/2 client"
+	labelServer = "mptx/2 server"
+
+	// HKDF parameters (RFC 5869) of the keys derived from the secret: the
+	// handshake key (salt keySalt, info keyInfo) and the session key (salt
+	// nonceS ‖ nonceC, info sessionInfo).
+	keySalt     = "mptx/2"
+	keyInfo     = "handshake tags"
+	sessionInfo = "mptx/2 session"
 )
 
 // Errors. They are wrapped with detail; match them with errors.Is.
@@ -73,6 +82,32 @@ func checkSecret(secret []byte) error {
 		return fmt.Errorf("bootstrap: secret is %d bytes; need at least %d (use e.g. 32 random bytes)", len(secret), MinSecret)
 	}
 	return nil
+}
+
+// handshakeKey returns HKDF-SHA256(secret, salt keySalt, info keyInfo),
+// the key of the handshake's tags: HMAC is never keyed with the secret
+// itself, and the key is this protocol's alone (qp/tcp derives another
+// from the same secret).
+func handshakeKey(secret []byte) ([]byte, error) {
+	k, err := hkdf.Key(sha256.New, secret, []byte(keySalt), keyInfo, tagLen)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: deriving the handshake key: %w", err)
+	}
+	return k, nil
+}
+
+// sessionKey returns HKDF-SHA256(secret, salt nonceS ‖ nonceC, info
+// sessionInfo): fresh per connection, so frames of one session are
+// worthless in another.
+func sessionKey(secret, nonceS, nonceC []byte) ([tagLen]byte, error) {
+	var out [tagLen]byte
+	salt := append(append(make([]byte, 0, 2*nonceLen), nonceS...), nonceC...)
+	k, err := hkdf.Key(sha256.New, secret, salt, sessionInfo, tagLen)
+	if err != nil {
+		return out, fmt.Errorf("bootstrap: deriving the session key: %w", err)
+	}
+	copy(out[:], k)
+	return out, nil
 }
 
 func mac(key []byte, label string, parts ...[]byte) []byte {
@@ -155,7 +190,11 @@ func clientHandshake(ctx context.Context, conn net.Conn, secret []byte) (*Sessio
 	if _, err := rand.Read(nonceC); err != nil {
 		return nil, fmt.Errorf("bootstrap: random nonce: %w", err)
 	}
-	resp := append(append([]byte(nil), nonceC...), mac(secret, labelClient, nonceS, nonceC)...)
+	key, err := handshakeKey(secret)
+	if err != nil {
+		return nil, err
+	}
+	resp := append(append([]byte(nil), nonceC...), mac(key, labelClient, nonceS, nonceC)...)
 	if _, err := conn.Write(resp); err != nil {
 		return nil, ioErr(ctx, "sending client response", err)
 	}
@@ -174,11 +213,13 @@ func clientHandshake(ctx context.Context, conn net.Conn, secret []byte) (*Sessio
 	if _, err := io.ReadFull(r, proof); err != nil {
 		return nil, ioErr(ctx, "reading server proof", err)
 	}
-	if !hmac.Equal(proof, mac(secret, labelServer, nonceC, nonceS)) {
+	if !hmac.Equal(proof, mac(key, labelServer, nonceC, nonceS)) {
 		return nil, fmt.Errorf("%w: the server does not know the shared secret", ErrAuth)
 	}
 	s := &Session{conn: conn, r: r}
-	copy(s.key[:], mac(secret, labelSession, nonceS, nonceC))
+	if s.key, err = sessionKey(secret, nonceS, nonceC); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -218,16 +259,22 @@ func serverHandshake(ctx context.Context, conn net.Conn, secret []byte) (*Sessio
 		return nil, ioErr(ctx, "reading client response", err)
 	}
 	nonceC, tag := resp[:nonceLen], resp[nonceLen:]
-	if !hmac.Equal(tag, mac(secret, labelClient, nonceS, nonceC)) {
+	key, err := handshakeKey(secret)
+	if err != nil {
+		return nil, err
+	}
+	if !hmac.Equal(tag, mac(key, labelClient, nonceS, nonceC)) {
 		_, _ = conn.Write([]byte{statusReject})
 		return nil, fmt.Errorf("%w: client %s does not know the shared secret", ErrAuth, conn.RemoteAddr())
 	}
-	out := append([]byte{statusAccept}, mac(secret, labelServer, nonceC, nonceS)...)
+	out := append([]byte{statusAccept}, mac(key, labelServer, nonceC, nonceS)...)
 	if _, err := conn.Write(out); err != nil {
 		return nil, ioErr(ctx, "sending server proof", err)
 	}
 	s := &Session{conn: conn, r: r, server: true}
-	copy(s.key[:], mac(secret, labelSession, nonceS, nonceC))
+	if s.key, err = sessionKey(secret, nonceS, nonceC); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 

@@ -8,25 +8,50 @@
 //
 // The protocol is an HMAC-SHA256 challenge-response (RFC 2104) in both
 // directions, so neither side proves anything to an impostor and neither
-// sends anything secret:
+// sends anything secret. The HMAC key is not the secret itself but
+// k = HKDF-SHA256(secret, salt "mptx/2", info "handshake tags"), 32 bytes
+// (RFC 5869), so the key is this protocol's alone (qp/tcp derives another
+// from the same secret):
 //
-//  1. server → client: Hello{magic "MPTX", version, nonceS (32 random bytes)}
+//  1. server → client: Hello{magic "MPTX", version (2), nonceS (32 random
+//     bytes)}
 //  2. client → server: nonceC (32 random bytes),
-//     HMAC(secret, "mptx/1 client" ‖ nonceS ‖ nonceC)
+//     HMAC(k, "mptx/2 client" ‖ nonceS ‖ nonceC)
 //  3. server: verifies the tag in constant time (crypto/hmac.Equal). On a
 //     mismatch it writes one reject byte and closes: the client has learned
 //     nothing but "rejected", and no queue pair or memory window was created
 //     (the server creates them only after step 3). On a match it writes an
-//     accept byte and HMAC(secret, "mptx/1 server" ‖ nonceC ‖ nonceS).
+//     accept byte and HMAC(k, "mptx/2 server" ‖ nonceC ‖ nonceS).
 //  4. client: verifies the server's tag, so a client never hands its QPNs to
 //     a server that does not know the secret either.
 //
 // Both sides then derive a session key
-// k = HMAC(secret, "mptx/1 session" ‖ nonceS ‖ nonceC), and every later
-// frame carries HMAC(k, direction ‖ sequence ‖ type ‖ payload): a frame that
-// was altered, replayed, reordered or reflected fails with ErrIntegrity. The
-// frames are not encrypted; their contents (QPNs, rkeys, GIDs) travel in
-// clear in every RoCEv2 packet anyway.
+// ks = HKDF-SHA256(secret, salt nonceS ‖ nonceC, info "mptx/2 session"),
+// and every later frame carries HMAC(ks, direction ‖ sequence ‖ type ‖
+// payload): a frame that was altered, replayed, reordered or reflected
+// fails with ErrIntegrity. The frames are not encrypted; their contents
+// (QPNs, rkeys, GIDs) travel in clear in every RoCEv2 packet anyway.
+//
+// # Secrets
+//
+// The secret must be random, not a password: at least 128 bits of
+// entropy, such as 16 or more bytes from a cryptographic random source
+// (32 recommended; `head -c 32 /dev/urandom | base64` makes one).
+// MinSecret checks only the length. Anyone who sees one handshake (an
+// eavesdropper, or a fake server that a client dials: the client sends its
+// tag in step 2 before it can check the server's) can test guesses of the
+// secret offline against the tag, at the speed of HKDF and HMAC, which
+// have no work factor; a secret with less entropy than a brute force can
+// exhaust gives no protection.
+//
+// # Deadlines
+//
+// Every read and write takes its deadline from the context passed to the
+// call; Client and Server bound authentication by DefaultHandshakeTimeout
+// when the context has none. Listener runs the server side for many
+// clients at once, each step under ListenConfig.HandshakeTimeout, so a
+// client that goes silent, before or after authenticating, is dropped
+// without delaying anyone else (see Listener).
 //
 // # Frames
 //
@@ -42,5 +67,5 @@
 // ResetAck, to bring a path's queue pair back from the error state.
 //
 // A Session's sends may come from several goroutines; its receives must
-// come from one. Deadlines come from the context passed to each call.
+// come from one.
 package bootstrap

@@ -155,9 +155,14 @@ func (e *enc) u8(v uint8)   { e.b = append(e.b, v) }
 func (e *enc) u16(v uint16) { e.b = binary.BigEndian.AppendUint16(e.b, v) }
 func (e *enc) u32(v uint32) { e.b = binary.BigEndian.AppendUint32(e.b, v) }
 func (e *enc) u64(v uint64) { e.b = binary.BigEndian.AppendUint64(e.b, v) }
+
+// maxString is the longest string a message carries, in bytes; longer
+// ones are cut when encoded and refused when decoded.
+const maxString = 1024
+
 func (e *enc) str(s string) {
-	if len(s) > 1024 {
-		s = s[:1024]
+	if len(s) > maxString {
+		s = s[:maxString]
 	}
 	e.u16(uint16(len(s)))
 	e.b = append(e.b, s...)
@@ -217,7 +222,23 @@ func (d *dec) u64() uint64 {
 	}
 	return 0
 }
-func (d *dec) str() string { return string(d.need(int(d.u16()))) }
+func (d *dec) str() string {
+	n := int(d.u16())
+	if n > maxString && d.err == nil {
+		d.err = fmt.Errorf("%w: a %d-byte string, at most %d", ErrProtocol, n, maxString)
+	}
+	return string(d.need(n))
+}
+
+// bool decodes a boolean byte: 0 or 1, anything else is a protocol error
+// (so that every message has exactly one encoding).
+func (d *dec) bool() bool {
+	v := d.u8()
+	if v > 1 && d.err == nil {
+		d.err = fmt.Errorf("%w: boolean byte %#x (valid: 0, 1)", ErrProtocol, v)
+	}
+	return v == 1
+}
 func (d *dec) endpoints() []Endpoint {
 	n := int(d.u16())
 	if n > MaxPaths {
@@ -302,7 +323,7 @@ func (m *ResetAck) marshal(e *enc) {
 
 func (m *ResetAck) unmarshal(d *dec) {
 	m.Path = d.u16()
-	m.OK = d.u8() == 1
+	m.OK = d.bool()
 	m.PSN = d.u32()
 	m.Rkey = d.u32()
 	m.Message = d.str()
@@ -326,7 +347,7 @@ func (m *Transfer) unmarshal(d *dec) {
 	m.ChunkSize = d.u64()
 	m.Count = d.u32()
 	m.Remote = d.u64()
-	m.CRC = d.u8() == 1
+	m.CRC = d.bool()
 	m.CRC32C = d.u32()
 }
 
@@ -347,7 +368,7 @@ func (m *Receipt) marshal(e *enc) {
 
 func (m *Receipt) unmarshal(d *dec) {
 	m.ID = d.u64()
-	m.OK = d.u8() == 1
+	m.OK = d.bool()
 	m.Bytes = d.u64()
 	m.CRC32C = d.u32()
 	m.Message = d.str()

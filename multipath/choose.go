@@ -1,0 +1,232 @@
+// Path choice: which free path takes the next pending chunk (one function
+// per Policy), and handing the chunk to it.
+
+package multipath
+
+import (
+	"math"
+
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
+)
+
+// free reports whether path p can take a new chunk.
+func (e *Engine) free(p *path) bool {
+	return p.state == PathUp && !p.hasActive && p.wrOut < e.cfg.MaxWRPerPath &&
+		(p.inflight == 0 || p.inflight < e.window(p)+e.segFor(p))
+}
+
+// finish estimates, in ns from now, when a chunk of c bytes placed on p
+// would complete.
+func (e *Engine) finish(now vtime.Time, p *path, c units.Bytes, r float64) (f, backlog float64) {
+	backlog = float64(p.inflight)
+	if p.hasActive {
+		t := &e.transfers[p.activeSlot]
+		backlog += float64(chunkLen(&t.plan, int(p.activeChunk)) - t.chunks[p.activeChunk].posted)
+	}
+	f = (backlog+float64(c))/r + float64(p.srtt)/2
+	if p.blockedUntil > now {
+		f += float64(p.blockedUntil - now)
+	}
+	return f * (1 + e.cfg.ECNPenalty*p.marked), backlog
+}
+
+// candidates is the set of free paths a policy chooses among: their
+// indices in increasing order, and a membership mask.
+type candidates struct {
+	idx  [MaxPaths]int8
+	n    int
+	free [MaxPaths]bool
+}
+
+// freePaths fills c with the paths that can take a chunk now.
+func (e *Engine) freePaths(c *candidates) {
+	for i := range e.paths {
+		if e.free(&e.paths[i]) {
+			c.idx[c.n] = int8(i)
+			c.n++
+			c.free[i] = true
+		}
+	}
+}
+
+// pick chooses the path for the next pending chunk under the configured
+// policy, -1 to wait.
+func (e *Engine) pick(now vtime.Time) int {
+	var c candidates
+	e.freePaths(&c)
+	if c.n == 0 {
+		return -1
+	}
+	switch e.cfg.Policy {
+	case RoundRobin:
+		return e.pickRoundRobin(&c)
+	case Random:
+		return e.pickRandom(&c)
+	case MinRTT:
+		return e.pickMinRTT(&c)
+	case PowerOfTwo:
+		return e.pickPowerOfTwo(now, &c)
+	}
+	return e.pickCongestionAware(now, &c)
+}
+
+// pickRoundRobin takes the first free path after the one it took last,
+// cyclically.
+func (e *Engine) pickRoundRobin(c *candidates) int {
+	i := int(c.idx[0])
+	for _, j := range c.idx[:c.n] {
+		if int(j) > e.lastPath {
+			i = int(j)
+			break
+		}
+	}
+	e.lastPath = i
+	return i
+}
+
+// pickRandom takes a free path uniformly at random.
+func (e *Engine) pickRandom(c *candidates) int {
+	return int(c.idx[e.rng.IntN(c.n)])
+}
+
+// pickMinRTT takes the free path with the smallest smoothed RTT (the
+// lowest index among equals).
+func (e *Engine) pickMinRTT(c *candidates) int {
+	best := int(c.idx[0])
+	for _, j := range c.idx[1:c.n] {
+		if e.paths[j].srtt < e.paths[best].srtt {
+			best = int(j)
+		}
+	}
+	return best
+}
+
+// pickPowerOfTwo samples two distinct free paths and takes the one with
+// the earlier estimated finish for the next chunk (Mitzenmacher's power of
+// two choices); the first sampled wins a tie.
+func (e *Engine) pickPowerOfTwo(now vtime.Time, c *candidates) int {
+	if c.n == 1 {
+		return int(c.idx[0])
+	}
+	a := e.rng.IntN(c.n)
+	b := e.rng.IntN(c.n - 1)
+	if b >= a {
+		b++
+	}
+	size := e.peekLen()
+	pa, pb := &e.paths[c.idx[a]], &e.paths[c.idx[b]]
+	fa, _ := e.finish(now, pa, size, e.effRate(pa))
+	fb, _ := e.finish(now, pb, size, e.effRate(pb))
+	if fb < fa {
+		return int(c.idx[b])
+	}
+	return int(c.idx[a])
+}
+
+// pickCongestionAware takes the free path with the earliest estimated
+// finish, unless another path would finish the chunk sooner and still has
+// time for the rest of the work (ECF, Lim et al., CoNEXT'17): a free path
+// q waits if f_q > max(min_{p≠q} f_p, T), where f_p is p's estimated finish
+// for the chunk and T = (backlog of the others + pending bytes) / (their
+// rates) the time the others need for all remaining work. In bulk T is
+// large and every path takes chunks; near the tail a slow path stays idle.
+func (e *Engine) pickCongestionAware(now vtime.Time, c *candidates) int {
+	size := e.peekLen()
+	var f [MaxPaths]float64
+	best, bestF, bestR, bestB := -1, math.Inf(1), 0.0, 0.0
+	sumR, sumB := 0.0, 0.0
+	for i := range e.paths {
+		p := &e.paths[i]
+		f[i] = math.Inf(1)
+		if p.state != PathUp {
+			continue
+		}
+		r := e.effRate(p)
+		fi, b := e.finish(now, p, size, r)
+		f[i] = fi
+		sumR += r
+		sumB += b
+		if fi < bestF && c.free[i] {
+			best, bestF, bestR, bestB = i, fi, r, b
+		}
+	}
+	if best < 0 {
+		return -1
+	}
+	if others := sumR - bestR; others > 0 {
+		minOther := math.Inf(1)
+		for i := range e.paths {
+			if i != best && f[i] < minOther {
+				minOther = f[i]
+			}
+		}
+		tOthers := (sumB - bestB + float64(e.pending)) / others
+		if bestF > max(minOther, tOthers) {
+			return -1
+		}
+	}
+	return best
+}
+
+// peekLen returns the length of the chunk assign would hand out next.
+func (e *Engine) peekLen() units.Bytes {
+	na := len(e.active)
+	for k := 0; k < na; k++ {
+		t := &e.transfers[e.active[(e.rr+k)%na]]
+		if t.reqHead >= 0 {
+			return chunkLen(&t.plan, int(t.reqHead))
+		}
+		if t.nextFresh < t.plan.Count {
+			return chunkLen(&t.plan, t.nextFresh)
+		}
+	}
+	return 0
+}
+
+// assign hands the next pending chunk (round-robin over transfers) to
+// path i.
+func (e *Engine) assign(now vtime.Time, i int) bool {
+	na := len(e.active)
+	for k := 0; k < na; k++ {
+		j := (e.rr + k) % na
+		slot := e.active[j]
+		t := &e.transfers[slot]
+		var idx int
+		switch {
+		case t.reqHead >= 0:
+			idx = int(t.reqHead)
+			ch := &t.chunks[idx]
+			t.reqHead = ch.next
+			if t.reqHead < 0 {
+				t.reqTail = -1
+			}
+			ch.queued = false
+		case t.nextFresh < t.plan.Count:
+			idx = t.nextFresh
+			t.nextFresh++
+		default:
+			continue
+		}
+		e.rr = (j + 1) % na
+		p := &e.paths[i]
+		ch := &t.chunks[idx]
+		ch.status = chunkActive
+		ch.path = int16(i)
+		ch.attempt++
+		ch.posted, ch.acked = 0, 0
+		ch.startAt = now
+		ch.marks0 = p.marks
+		clen := chunkLen(&t.plan, idx)
+		e.pending -= clen
+		e.pendingN--
+		p.hasActive, p.activeSlot, p.activeChunk = true, slot, uint32(idx)
+		if e.rec != nil {
+			e.event(EvChunkStart, now)
+			e.ev.Transfer, e.ev.Chunk, e.ev.Path, e.ev.Attempt, e.ev.Bytes = t.id, uint32(idx), i, ch.attempt, clen
+			e.rec.Record(&e.ev)
+		}
+		return true
+	}
+	return false
+}

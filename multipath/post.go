@@ -1,0 +1,247 @@
+// Posting: the actions a round emits, and the segments of each path's active
+// chunk that its window, send queue and token buckets allow.
+
+package multipath
+
+import (
+	"time"
+
+	"github.com/mptx-dev/mptx/cc"
+	"github.com/mptx-dev/mptx/chunk"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
+)
+
+// Actions fills dst with what the driver should do now and returns how
+// many actions it wrote. Call it again while it fills dst completely.
+func (e *Engine) Actions(now vtime.Time, dst []Action) int {
+	n := 0
+	for n < len(dst) && e.noteLen > 0 {
+		nt := e.notes[e.noteHead]
+		e.notes[e.noteHead] = note{}
+		e.noteHead = (e.noteHead + 1) % len(e.notes)
+		e.noteLen--
+		dst[n] = Action{Kind: nt.kind, Transfer: nt.id, Err: nt.err}
+		n++
+	}
+	n = e.fences(dst, n)
+	n = e.probes(now, dst, n)
+	if e.cfg.Pacing.Hardware {
+		for i := range e.paths {
+			p := &e.paths[i]
+			if p.hwDirty && n < len(dst) {
+				p.hwDirty = false
+				dst[n] = Action{Kind: ActSetRate, Path: i, Rate: p.hwRate}
+				n++
+			}
+		}
+	}
+	for n < len(dst) {
+		progress := false
+		np := len(e.paths)
+		for k := 0; k < np && n < len(dst); k++ {
+			i := e.rrPath + k
+			if i >= np {
+				i -= np
+			}
+			p := &e.paths[i]
+			if p.state != PathUp || !p.hasActive || p.blockedUntil > now {
+				continue
+			}
+			// A pacing block that has passed is over even if the window
+			// now holds the path: Deadline must not keep returning it.
+			p.blockedUntil = 0
+			if (p.inflight == 0 || p.inflight < p.win+2*p.seg) && p.wrOut < e.cfg.MaxWRPerPath {
+				var moved bool
+				n, moved = e.post(now, i, dst, n)
+				progress = progress || moved
+			}
+		}
+		e.rrPath++
+		if e.rrPath >= np {
+			e.rrPath = 0
+		}
+		if n < len(dst) && e.pendingN > 0 && (e.repick || progress) {
+			if i := e.pick(now); i >= 0 && e.assign(now, i) {
+				progress = true
+			} else {
+				e.repick = false
+			}
+		}
+		if !progress {
+			break
+		}
+	}
+	return n
+}
+
+// window is path p's effective window: the CC window capped by
+// MaxInFlight and, with software pacing and a rate-based algorithm below
+// line rate, by one rate × base-RTT product (at least one MTU). The pacer
+// enforces the rate; the window bounds what can pile up in the NIC's send
+// queue while PFC pauses the port: posted work requests leave at line rate
+// once the pause lifts, so a backlog posted at an old, higher rate would
+// otherwise undo a rate cut and keep the queue above Kmin long enough for
+// DCQCN to cut again and again. Hardware pacing drains the backlog at the
+// rate itself. Without pacing (PacingConfig.Disabled) nothing enforces a
+// rate-based algorithm's rate: that is what "pacing off" means.
+func (e *Engine) window(p *path) units.Bytes { return p.win }
+
+func (e *Engine) computeWindow(p *path) units.Bytes {
+	w := min(p.alg.Window(), p.maxInFlight)
+	if p.pacer != nil {
+		if r := p.alg.Rate(); r < p.cfg.LineRate {
+			w = min(w, max(r.BytesIn(p.cfg.BaseRTT), p.cfg.MTU))
+		}
+	}
+	return w
+}
+
+// segFor is the work-request size for path p: Config.Segment (or the
+// pacer's), shrunk to half the path's effective window, in whole MTUs,
+// when that window is smaller than two segments. Feedback on a window-based
+// path arrives per completion, so a segment larger than the window would
+// stretch the control loop to one segment time (at a collapsed window, many
+// milliseconds) instead of about an RTT.
+func (e *Engine) segFor(p *path) units.Bytes { return p.seg }
+
+func (e *Engine) computeSegFor(p *path) units.Bytes {
+	if e.cfg.Pacing.Hardware && p.alg.Window() == units.MaxBytes {
+		return e.segment // the NIC paces a rate-based path: whole chunks
+	}
+	w := p.win
+	if w >= 2*e.segment {
+		return e.segment
+	}
+	mtu := p.cfg.MTU
+	return max(mtu, min(e.segment, w/2/mtu*mtu))
+}
+
+// post posts as many segments of path i's active chunk as window, queue
+// depth and pacing allow.
+func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
+	p := &e.paths[i]
+	if p.blockedUntil > now {
+		return n, false
+	}
+	p.blockedUntil = 0
+	t := &e.transfers[p.activeSlot]
+	ch := &t.chunks[p.activeChunk]
+	clen := chunkLen(&t.plan, int(p.activeChunk))
+	moved := false
+	win := e.window(p)
+	// Read the pacers once per call and settle once at the end: a burst
+	// of several segments costs two bucket reads and two updates, not
+	// four per segment.
+	// Cheap checks first: a path whose window or send queue is full needs
+	// no pacer reads.
+	segMax := e.segFor(p)
+	if first := min(segMax, clen-ch.posted); (p.inflight > 0 && p.inflight+first > win+2*segMax) ||
+		p.wrOut >= e.cfg.MaxWRPerPath || e.freeWork < 0 || ch.posted >= clen {
+		return n, false
+	}
+	avail, pb, qb := units.MaxBytes, units.MaxBytes, units.MaxBytes
+	if p.pacer != nil {
+		pb = p.pacer.Budget(now)
+		if p.port != nil {
+			qb = p.port.Budget(now)
+		}
+		avail = min(pb, qb)
+	}
+	var sent units.Bytes
+	paced := false
+	for n < len(dst) && ch.posted < clen {
+		seg := min(segMax, clen-ch.posted)
+		// A completion comes only after a whole work request crossed, so
+		// the engine's in-flight count overstates the bytes in the
+		// network by up to one segment being serialised and one queued
+		// behind it: allow the window plus two segments, or a path with
+		// a window of one BDP could not keep its pipe full.
+		if p.inflight > 0 && p.inflight+seg > win+2*segMax {
+			break
+		}
+		if p.wrOut >= e.cfg.MaxWRPerPath || e.freeWork < 0 {
+			break
+		}
+		if seg > avail {
+			paced = true
+			break
+		}
+		avail -= seg
+		sent += seg
+		off := chunkOff(&t.plan, int(p.activeChunk)) + ch.posted
+		last := ch.posted+seg == clen
+		id, _ := e.allocWork(workSegment, i, p.activeSlot, p.activeChunk, ch.attempt, seg, now)
+		a := Action{
+			Kind: ActPost, Path: i, WorkID: id, Transfer: t.id, Chunk: p.activeChunk,
+			Offset: off, Local: t.local + off, Remote: t.remote + off, Len: seg, Attempt: ch.attempt,
+		}
+		if last {
+			a.HasImm = true
+			a.ImmData, _ = chunk.EncodeImm(t.tag, p.activeChunk)
+		}
+		dst[n] = a
+		n++
+		ch.posted += seg
+		p.inflight += seg
+		p.alg.OnSend(cc.Sent{Now: now, Bytes: seg, InFlight: p.inflight})
+		moved = true
+		if last {
+			ch.status = chunkPosted
+			p.hasActive = false
+			if ch.acked >= clen { // completions raced ahead (cannot happen on RC, but be exact)
+				e.chunkDone(now, p.activeSlot, p.activeChunk, i, 0)
+			}
+		}
+	}
+	if moved {
+		e.refreshRate(p) // OnSend may move a window (HPCC's update mark)
+	}
+	if p.pacer != nil {
+		if sent > 0 {
+			p.pacer.OnSent(now, sent)
+			if p.port != nil {
+				p.port.OnSent(now, sent)
+			}
+		}
+		if paced {
+			// Wake when both buckets hold the next segment: each
+			// bucket's refill time for its deficit after the budgets
+			// read above (Refill is NextSend's arithmetic without its
+			// bucket reads).
+			seg := min(segMax, clen-ch.posted)
+			wait := p.pacer.Refill(seg - (pb - sent))
+			if d := seg - (qb - sent); p.port != nil && d > 0 {
+				wait = max(wait, p.port.Refill(d))
+			}
+			p.blockedUntil = now.Add(max(wait, time.Nanosecond))
+		}
+	}
+	return n, moved
+}
+
+// effRate is path p's effective rate in bytes per nanosecond, as cached
+// by refreshRate.
+func (e *Engine) effRate(p *path) float64 { return p.eff }
+
+// refreshRate recomputes p's cached effective rate, window and segment
+// size after anything they depend on changed: every call into p's CC
+// algorithm is followed by one.
+func (e *Engine) refreshRate(p *path) {
+	p.eff = e.computeEffRate(p)
+	p.win = e.computeWindow(p)
+	p.seg = e.computeSegFor(p)
+}
+
+func (e *Engine) computeEffRate(p *path) float64 {
+	r := min(p.rateEst, p.alg.Rate(), p.cfg.LineRate)
+	if s := p.srtt; s > 0 {
+		if w := p.alg.Window(); w < units.MaxBytes {
+			r = min(r, units.RateOf(w, s))
+		}
+	}
+	if r < units.Mbps {
+		r = units.Mbps
+	}
+	return float64(r) / 8e9
+}

@@ -1,0 +1,419 @@
+package mptx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/mptx-dev/mptx/multipath"
+	"github.com/mptx-dev/mptx/qp/verbs/bootstrap"
+	"github.com/mptx-dev/mptx/units"
+)
+
+// Transport selects how a session's data moves.
+type Transport string
+
+// Transports.
+const (
+	// TransportAuto uses verbs when both ends have a usable RDMA device,
+	// else TCP.
+	TransportAuto Transport = "auto"
+	// TransportTCP uses qp/tcp: RDMA WRITE semantics over one TCP
+	// connection per path.
+	TransportTCP Transport = "tcp"
+	// TransportVerbs uses qp/verbs: RC queue pairs through libibverbs.
+	TransportVerbs Transport = "verbs"
+)
+
+// ParseTransport parses "auto", "tcp" or "verbs" ("" is auto).
+func ParseTransport(s string) (Transport, error) {
+	switch Transport(s) {
+	case "", TransportAuto:
+		return TransportAuto, nil
+	case TransportTCP, TransportVerbs:
+		return Transport(s), nil
+	}
+	return "", fmt.Errorf("mptx: transport %q (valid: auto, tcp, verbs)", s)
+}
+
+// Defaults for Config.
+const (
+	DefaultPaths      = 4
+	DefaultRegionSize = 1 * units.GiB
+	DefaultSendBuffer = 256 * units.MiB
+	DefaultTimeout    = 10 * time.Second
+	// DefaultTCPMinTimeout is the engine's stall floor on TCP: loopback and
+	// LAN TCP round trips are tens of microseconds, but a TCP path can
+	// hold a work request behind a full socket buffer or a retransmission
+	// (200 ms RTO minimum on Linux) without being dead, and declaring such
+	// a path stalled costs a reset and a reconnection.
+	DefaultTCPMinTimeout = 500 * time.Millisecond
+)
+
+// Config configures a session, for Dial (the sending end) and Listen (the
+// receiving end). Zero fields take the documented defaults.
+type Config struct {
+	// Secret is the shared secret authenticating both the control channel
+	// and the data paths: at least 16 random bytes (see qp/tcp, Secrets).
+	Secret []byte
+	// Transport is auto (the default), tcp or verbs.
+	Transport Transport
+	// Paths is the number of paths (queue pairs or TCP connections); 0
+	// means DefaultPaths. A sender's TCP.Paths, when set, decides instead.
+	Paths int
+	// TCP configures the TCP transport.
+	TCP TCPConfig
+	// Engine configures the sender's multipath engine (congestion
+	// control, path policy, chunk size...). Engine.Paths is filled from
+	// the connection. On TCP, Engine.MinTimeout defaults to
+	// DefaultTCPMinTimeout.
+	Engine multipath.Config
+	// SendBuffer is the sender's registered staging buffer: tensors are
+	// copied into it before they are posted, and a tensor larger than it
+	// cannot be sent. 0 means DefaultSendBuffer.
+	SendBuffer units.Bytes
+	// RegionSize is the receiver's region (the memory peers write into):
+	// tensors in flight at once must fit in it together, and one tensor
+	// larger than it is refused. 0 means DefaultRegionSize, or len(Region).
+	RegionSize units.Bytes
+	// Region, if set, is the receiver's region: the caller's memory,
+	// registered once when the session is accepted, into which received
+	// tensors land (Tensor.Data slices it). It must not be touched while
+	// the session lives except through received Tensors.
+	Region []byte
+	// NoChecksum turns the per-tensor CRC32C off (it costs one pass over
+	// the tensor on each end).
+	NoChecksum bool
+	// Timeout bounds each control step (handshake, a reply); 0 means
+	// DefaultTimeout.
+	Timeout time.Duration
+	// Accept, for Listen only, bounds how many authenticated sessions
+	// wait for Accept; 0 means 64.
+	Accept int
+}
+
+// TCPConfig configures the TCP transport.
+type TCPConfig struct {
+	// Paths has one entry per path; empty means Config.Paths paths from
+	// kernel-chosen sources. A path's Remote, when set, is the receiver's
+	// IP address for that path (its port is the receiver's data port).
+	Paths []TCPPath
+	// RetryTimeout is each path's TCP_USER_TIMEOUT; 0 means qp/tcp's
+	// default.
+	RetryTimeout time.Duration
+}
+
+// TCPPath is one TCP path.
+type TCPPath struct {
+	Remote    string        // receiver IP for this path; "" means the address dialed
+	Local     string        // source IP; "" means kernel-chosen
+	Interface string        // SO_BINDTODEVICE interface; "" for none
+	LineRate  units.BitRate // 0 means qp/tcp's default (10 Gb/s)
+	NIC       int           // paths with the same NIC share a port pacer
+}
+
+func (c *Config) timeout() time.Duration {
+	if c.Timeout > 0 {
+		return c.Timeout
+	}
+	return DefaultTimeout
+}
+
+func (c *Config) validate() error {
+	if len(c.Secret) < 16 {
+		return fmt.Errorf("mptx: Config.Secret is %d bytes (valid: at least 16 random bytes)", len(c.Secret))
+	}
+	if _, err := ParseTransport(string(c.Transport)); err != nil {
+		return err
+	}
+	if c.Paths < 0 || c.Paths > multipath.MaxPaths {
+		return fmt.Errorf("mptx: Config.Paths = %d (valid: 0 for %d, or 1..%d)", c.Paths, DefaultPaths, multipath.MaxPaths)
+	}
+	if len(c.TCP.Paths) > multipath.MaxPaths {
+		return fmt.Errorf("mptx: Config.TCP.Paths has %d paths (valid: up to %d)", len(c.TCP.Paths), multipath.MaxPaths)
+	}
+	if c.SendBuffer < 0 || c.RegionSize < 0 || c.Timeout < 0 || c.Accept < 0 {
+		return fmt.Errorf("mptx: Config.SendBuffer %v, RegionSize %v, Timeout %v, Accept %d (valid: >= 0)", c.SendBuffer, c.RegionSize, c.Timeout, c.Accept)
+	}
+	if c.Region != nil && c.RegionSize != 0 && c.RegionSize != units.Bytes(len(c.Region)) {
+		return fmt.Errorf("mptx: Config.RegionSize = %v but len(Config.Region) = %d (set one)", c.RegionSize, len(c.Region))
+	}
+	return nil
+}
+
+func (c *Config) paths() int {
+	switch {
+	case len(c.TCP.Paths) > 0:
+		return len(c.TCP.Paths)
+	case c.Paths > 0:
+		return c.Paths
+	}
+	return DefaultPaths
+}
+
+// Errors.
+var (
+	// ErrSessionClosed is returned by the methods of a closed session.
+	ErrSessionClosed = errors.New("mptx: session closed")
+	// ErrRefused wraps a receiver's refusal of a tensor (too large for its
+	// region, say).
+	ErrRefused = errors.New("mptx: refused by the receiver")
+)
+
+// TransferError is a tensor that failed while its session lives on: a
+// receiver's Recv returns it for a tensor it could not deliver (a checksum
+// mismatch, the sender's failure or cancellation), and the session goes on.
+type TransferError struct {
+	ID   multipath.TransferID
+	Name string
+	Err  error
+}
+
+func (e *TransferError) Error() string {
+	return fmt.Sprintf("mptx: tensor %d (%q): %v", e.ID, e.Name, e.Err)
+}
+
+func (e *TransferError) Unwrap() error { return e.Err }
+
+// ctrlConn is the control channel of one session, shared by its
+// goroutines: sends from any of them, receives from the reader only.
+type ctrlConn struct {
+	s       *bootstrap.Session
+	timeout time.Duration
+}
+
+func (c *ctrlConn) send(t bootstrap.Type, payload []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	return c.s.WriteApp(ctx, t, payload)
+}
+
+// read blocks until the next frame (no deadline: a session idles between
+// tensors); closing the session unblocks it.
+func (c *ctrlConn) read() (bootstrap.Type, []byte, error) {
+	return c.s.ReadApp(context.Background())
+}
+
+// Listener accepts sessions. Its methods are safe for concurrent use.
+type Listener struct {
+	cfg   Config
+	ln    net.Listener
+	ready chan *Session
+	done  chan struct{}
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns map[net.Conn]struct{} // authenticating
+}
+
+// Listen listens for sessions on the TCP address addr (host:port; port 0
+// picks one). Every accepted session is a receiving end: tensors sent by
+// its dialer arrive through Session.Recv. Sessions are authenticated and
+// set up concurrently, each within cfg.Timeout, so a peer that connects
+// and stays silent delays no one.
+func Listen(addr string, cfg Config) (*Listener, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Accept == 0 {
+		cfg.Accept = 64
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("mptx: listen %s: %w", addr, err)
+	}
+	l := &Listener{cfg: cfg, ln: ln, ready: make(chan *Session, cfg.Accept), done: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	l.wg.Add(1)
+	go l.acceptLoop()
+	return l, nil
+}
+
+// Addr returns the listener's address.
+func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
+
+func (l *Listener) acceptLoop() {
+	defer l.wg.Done()
+	for {
+		c, err := l.ln.Accept()
+		if err != nil {
+			return
+		}
+		l.mu.Lock()
+		select {
+		case <-l.done:
+			l.mu.Unlock()
+			c.Close()
+			return
+		default:
+		}
+		if len(l.conns) >= 4*cap(l.ready) {
+			l.mu.Unlock()
+			c.Close() // too many half-open sessions: shed load
+			continue
+		}
+		l.conns[c] = struct{}{}
+		l.wg.Add(1)
+		l.mu.Unlock()
+		go l.serve(c)
+	}
+}
+
+// serve authenticates c and sets up its session; failures close c.
+func (l *Listener) serve(c net.Conn) {
+	defer l.wg.Done()
+	defer func() {
+		l.mu.Lock()
+		delete(l.conns, c)
+		l.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.timeout())
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
+	defer stop()
+	bs, err := bootstrap.Server(ctx, c, l.cfg.Secret)
+	if err != nil {
+		c.Close()
+		return
+	}
+	s, err := acceptSession(ctx, bs, l.cfg)
+	if err != nil {
+		bs.SendAbort(context.Background(), err.Error())
+		bs.Close()
+		return
+	}
+	select {
+	case l.ready <- s:
+	case <-l.done:
+		s.Close()
+	}
+}
+
+// Accept waits for the next session.
+func (l *Listener) Accept(ctx context.Context) (*Session, error) {
+	select {
+	case s := <-l.ready:
+		return s, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-l.done:
+		return nil, ErrSessionClosed
+	}
+}
+
+// Close stops listening and closes the sessions not yet accepted.
+func (l *Listener) Close() error {
+	l.mu.Lock()
+	select {
+	case <-l.done:
+		l.mu.Unlock()
+		return nil
+	default:
+	}
+	close(l.done)
+	err := l.ln.Close()
+	for c := range l.conns {
+		c.Close()
+	}
+	l.mu.Unlock()
+	l.wg.Wait()
+	for {
+		select {
+		case s := <-l.ready:
+			s.Close()
+		default:
+			return err
+		}
+	}
+}
+
+// Session is one end of an authenticated multipath connection: the
+// dialer's end sends tensors (Send, SendAsync), the acceptor's end
+// receives them (Recv). All its methods are safe for concurrent use from
+// any number of goroutines; one internal goroutine drives the engine.
+type Session struct {
+	cfg   Config
+	ctrl  *ctrlConn
+	tr    Transport
+	snd   *sendSide // the dialer's end
+	rcv   *recvSide // the acceptor's end
+	once  sync.Once
+	done  chan struct{}
+	mu    sync.Mutex
+	err   error // why the session ended
+	peers string
+}
+
+// Transport returns the transport in use (tcp or verbs).
+func (s *Session) Transport() Transport { return s.tr }
+
+// RemoteAddr returns the peer's control address.
+func (s *Session) RemoteAddr() string { return s.peers }
+
+// Done is closed when the session has ended (Close, or a failure).
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Err returns why the session ended: nil while it lives, ErrSessionClosed
+// after Close, or the failure.
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// end records why the session ended (the first reason wins) and tears it
+// down; it is idempotent.
+func (s *Session) end(err error) {
+	s.once.Do(func() {
+		s.mu.Lock()
+		s.err = err
+		s.mu.Unlock()
+		close(s.done)
+		if s.snd != nil {
+			s.snd.shutdown(err)
+		}
+		if s.rcv != nil {
+			s.rcv.shutdown(err)
+		}
+		s.ctrl.s.Close()
+	})
+}
+
+// Close ends the session: transfers in progress fail with
+// ErrSessionClosed, the peer is told (Bye), the paths are closed.
+func (s *Session) Close() error {
+	select {
+	case <-s.done:
+		return nil
+	default:
+	}
+	_ = s.ctrl.send(msgBye, nil)
+	s.end(ErrSessionClosed)
+	return nil
+}
+
+// readLoop hands every control frame to the side's handler until the
+// channel fails or a Bye arrives.
+func (s *Session) readLoop(handle func(t bootstrap.Type, payload []byte) error) {
+	for {
+		t, payload, err := s.ctrl.read()
+		if err != nil {
+			select {
+			case <-s.done:
+			default:
+				s.end(fmt.Errorf("mptx: control channel to %s: %w", s.peers, err))
+			}
+			return
+		}
+		if t == msgBye {
+			s.end(fmt.Errorf("mptx: %s closed the session: %w", s.peers, ErrSessionClosed))
+			return
+		}
+		if err := handle(t, payload); err != nil {
+			_ = s.ctrl.send(msgBye, nil)
+			s.end(err)
+			return
+		}
+	}
+}

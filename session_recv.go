@@ -1,0 +1,458 @@
+package mptx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/mptx-dev/mptx/chunk"
+	"github.com/mptx-dev/mptx/multipath"
+	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/qp/verbs/bootstrap"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
+)
+
+// Tensor is a received tensor. Data is a slice of the session's region,
+// valid until Release: the bytes stay put, and the range is not reused for
+// another tensor, until then. Release it once you are done with it (or
+// have copied it), or the region fills and the sender waits.
+type Tensor struct {
+	ID     multipath.TransferID
+	Name   string
+	Data   []byte
+	Offset units.Bytes // where Data starts in the region
+	CRC32C uint32      // as the sender computed it (0 with NoChecksum)
+	// Took is the time from the receiver's Grant to the sender's End.
+	Took time.Duration
+
+	r    *recvSide
+	once sync.Once
+}
+
+// Release gives the tensor's range back to the region. Data must not be
+// used afterwards. Release is idempotent.
+func (t *Tensor) Release() {
+	t.once.Do(func() {
+		t.r.do(func() { t.r.freeRange(t.Offset, units.Bytes(len(t.Data))) })
+	})
+}
+
+// incomingTensor is an offered tensor on the receiver's side.
+type incomingTensor struct {
+	offer   offerMsg
+	plan    chunk.Plan
+	off     units.Bytes
+	granted bool
+	at      time.Time
+}
+
+// recvSide is the acceptor's end: the receive driver, its loop goroutine
+// and the region's allocator.
+type recvSide struct {
+	s      *Session
+	recv   qp.Receiver
+	rcv    *Receiver
+	region []byte
+	alloc  *rangeAlloc
+	clock  *vtime.Monotonic
+	wake   <-chan struct{}
+	cmds   chan func()
+	kick   chan struct{}
+
+	offers  map[multipath.TransferID]*incomingTensor // loop only
+	waiting []multipath.TransferID                   // offers waiting for room, in order; loop only
+	out     chan any                                 // *Tensor or error, to Recv
+	mu      sync.Mutex
+	closed  bool
+	busy    time.Duration
+}
+
+func newRecvSide(s *Session, recv qp.Receiver, region []byte) (*recvSide, error) {
+	rs := &recvSide{s: s, recv: recv, region: region, alloc: newRangeAlloc(units.Bytes(len(region))),
+		clock: vtime.NewMonotonic(), cmds: make(chan func(), 1024), kick: make(chan struct{}, 1),
+		offers: map[multipath.TransferID]*incomingTensor{}, out: make(chan any, chunk.MaxSlots)}
+	if n, ok := recv.(qp.Notifier); ok {
+		rs.wake = n.Notify()
+	}
+	if s.tr == TransportVerbs {
+		rs.busy = 50 * time.Microsecond
+	}
+	rcv, err := NewReceiver(recv, ReceiverConfig{AwaitSender: true, OnDone: rs.onDone})
+	if err != nil {
+		return nil, err
+	}
+	rs.rcv = rcv
+	return rs, nil
+}
+
+// Recv returns the next tensor the sender shipped, checked; or a
+// *TransferError for a tensor that failed (the session goes on); or, once
+// the session has ended, its error. Several goroutines may call Recv; each
+// tensor goes to one of them.
+func (s *Session) Recv(ctx context.Context) (*Tensor, error) {
+	rs := s.rcv
+	if rs == nil {
+		return nil, fmt.Errorf("mptx: Recv on the sending end of a session (sessions carry tensors from the dialer to the acceptor)")
+	}
+	select {
+	case v := <-rs.out:
+		return deliver(v)
+	default:
+	}
+	select {
+	case v := <-rs.out:
+		return deliver(v)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.done:
+		select {
+		case v := <-rs.out:
+			return deliver(v)
+		default:
+		}
+		return nil, s.Err()
+	}
+}
+
+func deliver(v any) (*Tensor, error) {
+	if t, ok := v.(*Tensor); ok {
+		return t, nil
+	}
+	return nil, v.(error)
+}
+
+// RegionSize returns the receiving end's region size.
+func (s *Session) RegionSize() units.Bytes {
+	if s.rcv == nil {
+		return 0
+	}
+	return units.Bytes(len(s.rcv.region))
+}
+
+func (rs *recvSide) do(f func()) bool {
+	rs.mu.Lock()
+	if rs.closed {
+		rs.mu.Unlock()
+		return false
+	}
+	rs.cmds <- f
+	rs.mu.Unlock()
+	select {
+	case rs.kick <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// onCtrl handles a control frame from the sender (reader goroutine).
+func (rs *recvSide) onCtrl(typ bootstrap.Type, payload []byte) error {
+	switch typ {
+	case msgOffer:
+		var m offerMsg
+		if err := m.unmarshal(payload); err != nil {
+			return err
+		}
+		rs.do(func() { rs.offer(m) })
+	case msgEnd:
+		var m idMsg
+		if err := m.unmarshal(payload, "End"); err != nil {
+			return err
+		}
+		rs.do(func() { rs.end(m) })
+	default:
+		return fmt.Errorf("mptx: unexpected control message %d from the sender", typ)
+	}
+	return nil
+}
+
+// offer sets a range aside for an offered tensor, or queues the offer
+// until there is room (loop goroutine).
+func (rs *recvSide) offer(m offerMsg) {
+	id := multipath.TransferID(m.ID)
+	plan, _ := m.plan() // checked by unmarshal
+	if _, dup := rs.offers[id]; dup {
+		rs.s.end(fmt.Errorf("mptx: the sender offered tensor %d twice", m.ID))
+		return
+	}
+	if plan.Size > units.Bytes(len(rs.region)) {
+		r := idMsg{ID: m.ID, Err: fmt.Sprintf("tensor %q is %v, larger than the receiver's region (%v; Config.RegionSize)", m.Name, plan.Size, units.Bytes(len(rs.region)))}
+		_ = rs.s.ctrl.send(msgRefuse, r.marshal())
+		return
+	}
+	rs.offers[id] = &incomingTensor{offer: m, plan: plan}
+	rs.waiting = append(rs.waiting, id)
+	rs.grant()
+}
+
+// grant grants waiting offers, in order, while the region has room.
+func (rs *recvSide) grant() {
+	for len(rs.waiting) > 0 {
+		in := rs.offers[rs.waiting[0]]
+		if in == nil {
+			rs.waiting = rs.waiting[1:]
+			continue
+		}
+		off, ok := rs.alloc.alloc(in.plan.Size)
+		if !ok {
+			return
+		}
+		rs.waiting = rs.waiting[1:]
+		in.off, in.granted, in.at = off, true, time.Now()
+		id := multipath.TransferID(in.offer.ID)
+		if err := rs.rcv.Expect(int(in.offer.Tag), id, in.plan, off); err != nil {
+			rs.alloc.free(off, in.plan.Size)
+			delete(rs.offers, id)
+			r := idMsg{ID: in.offer.ID, Err: err.Error()}
+			_ = rs.s.ctrl.send(msgRefuse, r.marshal())
+			continue
+		}
+		g := grantMsg{ID: in.offer.ID, Remote: uint64(off)}
+		if err := rs.s.ctrl.send(msgGrant, g.marshal()); err != nil {
+			rs.s.end(fmt.Errorf("mptx: sending Grant: %w", err))
+			return
+		}
+	}
+}
+
+// end is the sender's End: its engine has fenced the transfer.
+func (rs *recvSide) end(m idMsg) {
+	id := multipath.TransferID(m.ID)
+	in := rs.offers[id]
+	if in == nil {
+		return
+	}
+	if !in.granted {
+		// Failed or canceled before a grant: nothing was written.
+		delete(rs.offers, id)
+		rs.push(&TransferError{ID: id, Name: in.offer.Name, Err: textErr(m.Err)})
+		return
+	}
+	if int(m.Tag) != int(in.offer.Tag) {
+		rs.s.end(fmt.Errorf("mptx: End of tensor %d carries tag %d, its Offer %d", m.ID, m.Tag, in.offer.Tag))
+		return
+	}
+	rs.rcv.SenderDone(rs.clock.Now(), int(in.offer.Tag), textErr(m.Err))
+}
+
+// onDone is the Receiver's OnDone (loop goroutine): every chunk landed and
+// the sender fenced (or the transfer failed). Check the CRC off the loop,
+// then deliver and answer.
+func (rs *recvSide) onDone(id multipath.TransferID, _ vtime.Time, err error) {
+	in := rs.offers[id]
+	if in == nil {
+		return
+	}
+	delete(rs.offers, id)
+	size := in.plan.Size
+	if err != nil {
+		rs.alloc.free(in.off, size)
+		rs.grant()
+		r := idMsg{ID: uint64(id), Err: err.Error()}
+		_ = rs.s.ctrl.send(msgReceipt, r.marshal())
+		rs.push(&TransferError{ID: id, Name: in.offer.Name, Err: err})
+		return
+	}
+	data := rs.region[in.off : in.off+size : in.off+size]
+	t := &Tensor{ID: id, Name: in.offer.Name, Data: data, Offset: in.off, CRC32C: in.offer.CRC32C, Took: time.Since(in.at), r: rs}
+	check := !rs.s.cfg.NoChecksum && in.offer.CRC32C != 0
+	go func() {
+		var err error
+		if check {
+			if got := chunk.CRC32C(data); got != in.offer.CRC32C {
+				err = fmt.Errorf("CRC32C %#08x of the received bytes, the sender's is %#08x", got, in.offer.CRC32C)
+			}
+		}
+		r := idMsg{ID: uint64(id), Err: errText(err)}
+		_ = rs.s.ctrl.send(msgReceipt, r.marshal())
+		if err != nil {
+			rs.do(func() { rs.freeRange(in.off, size) })
+			rs.push(&TransferError{ID: id, Name: in.offer.Name, Err: err})
+			return
+		}
+		rs.push(t)
+	}()
+}
+
+// push hands a tensor or an error to Recv; it never blocks the loop for
+// long: out holds as many as there are slots.
+func (rs *recvSide) push(v any) {
+	select {
+	case rs.out <- v:
+	case <-rs.s.done:
+	}
+}
+
+func (rs *recvSide) freeRange(off, size units.Bytes) {
+	rs.alloc.free(off, size)
+	rs.grant()
+}
+
+// run is the receiving loop goroutine.
+func (rs *recvSide) run() {
+	defer rs.exit()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	lastBusy := rs.clock.Now()
+	for {
+		for drained := false; !drained; {
+			select {
+			case f := <-rs.cmds:
+				f()
+			default:
+				drained = true
+			}
+		}
+		select {
+		case <-rs.s.done:
+			return
+		default:
+		}
+		rs.rcv.Step(rs.clock.Now())
+		if err := rs.rcv.Err(); err != nil {
+			rs.s.end(err)
+			continue
+		}
+		now := rs.clock.Now()
+		if rs.busy > 0 && now.Sub(lastBusy) < rs.busy {
+			continue
+		}
+		sleep := time.Hour
+		if rs.wake == nil {
+			sleep = 100 * time.Microsecond
+		}
+		timer.Reset(sleep)
+		select {
+		case <-rs.s.done:
+		case <-rs.kick:
+		case <-rs.wake:
+			lastBusy = rs.clock.Now()
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+func (rs *recvSide) exit() {
+	rs.mu.Lock()
+	rs.closed = true
+	rs.mu.Unlock()
+	for {
+		select {
+		case f := <-rs.cmds:
+			f()
+			continue
+		default:
+		}
+		break
+	}
+	rs.recv.Close()
+	err := rs.s.Err()
+	if err == nil {
+		err = ErrSessionClosed
+	}
+	for id, in := range rs.offers {
+		delete(rs.offers, id)
+		select {
+		case rs.out <- &TransferError{ID: id, Name: in.offer.Name, Err: err}:
+		default:
+		}
+	}
+}
+
+func (rs *recvSide) shutdown(error) {
+	select {
+	case rs.kick <- struct{}{}:
+	default:
+	}
+}
+
+// acceptSession runs the receiver's half of the session handshake on an
+// authenticated control channel.
+func acceptSession(ctx context.Context, bs *bootstrap.Session, cfg Config) (*Session, error) {
+	t, payload, err := bs.ReadApp(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("mptx: waiting for Hello: %w", err)
+	}
+	if t != msgHello {
+		return nil, fmt.Errorf("mptx: got message %d, want Hello", t)
+	}
+	var h hello
+	if err := h.unmarshal(payload); err != nil {
+		return nil, err
+	}
+	if h.Version != sessionVersion {
+		return nil, fmt.Errorf("mptx: the sender speaks session version %d, this receiver %d", h.Version, sessionVersion)
+	}
+	if h.Paths == 0 || int(h.Paths) > multipath.MaxPaths {
+		return nil, fmt.Errorf("mptx: Hello asks for %d paths (valid: 1..%d)", h.Paths, multipath.MaxPaths)
+	}
+	var tr uint8
+	switch {
+	case h.Transports&transportVerbs != 0 && cfg.Transport != TransportTCP && verbsUsable():
+		tr = transportVerbs
+	case h.Transports&transportTCP != 0 && cfg.Transport != TransportVerbs:
+		tr = transportTCP
+	default:
+		return nil, fmt.Errorf("mptx: no common transport (the sender offers %s, this receiver is set to %s%s)",
+			transportNames(h.Transports), cfgTransport(cfg), map[bool]string{true: "", false: " and has no usable RDMA device"}[verbsUsable()])
+	}
+	region := cfg.Region
+	if region == nil {
+		size := cfg.RegionSize
+		if size == 0 {
+			size = DefaultRegionSize
+		}
+		region = make([]byte, size)
+	}
+	s := &Session{cfg: cfg, ctrl: &ctrlConn{s: bs, timeout: cfg.timeout()}, done: make(chan struct{}), peers: bs.RemoteAddr().String()}
+	var recv qp.Receiver
+	if tr == transportTCP {
+		s.tr = TransportTCP
+		recv, err = acceptTCP(ctx, bs, int(h.Paths), region, &cfg)
+	} else {
+		s.tr = TransportVerbs
+		recv, err = acceptVerbs(ctx, bs, region, &cfg)
+	}
+	if err != nil {
+		return nil, err
+	}
+	rs, err := newRecvSide(s, recv, region)
+	if err != nil {
+		recv.Close()
+		return nil, err
+	}
+	s.rcv = rs
+	go s.readLoop(rs.onCtrl)
+	go rs.run()
+	return s, nil
+}
+
+func transportNames(bits uint8) string {
+	switch bits & (transportTCP | transportVerbs) {
+	case transportTCP:
+		return "tcp"
+	case transportVerbs:
+		return "verbs"
+	case transportTCP | transportVerbs:
+		return "tcp and verbs"
+	}
+	return "nothing"
+}
+
+func cfgTransport(cfg Config) Transport {
+	if cfg.Transport == "" {
+		return TransportAuto
+	}
+	return cfg.Transport
+}
+
+// errVerbsUnsupported is returned while sessions cannot run over verbs.
+var errVerbsUnsupported = errors.New("mptx: sessions over verbs are not available in this build; use --transport tcp (or auto)")

@@ -1,0 +1,614 @@
+package mptx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mptx-dev/mptx/cc"
+	"github.com/mptx-dev/mptx/chunk"
+	"github.com/mptx-dev/mptx/multipath"
+	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/qp/verbs/bootstrap"
+	"github.com/mptx-dev/mptx/units"
+	"github.com/mptx-dev/mptx/vtime"
+)
+
+// Dial opens a sending session to the receiver listening at addr
+// (host:port, see Listen): it authenticates the control channel, agrees on
+// the transport and connects the data paths. ctx bounds the whole setup.
+func Dial(ctx context.Context, addr string, cfg Config) (*Session, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.timeout())
+		defer cancel()
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("mptx: dial %s: %w", addr, err)
+	}
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
+	defer stop()
+	bs, err := bootstrap.Client(ctx, c, cfg.Secret)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("mptx: %s: %w", addr, err)
+	}
+	s, err := dialSession(ctx, bs, addr, cfg)
+	if err != nil {
+		bs.SendAbort(context.Background(), err.Error())
+		bs.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func dialSession(ctx context.Context, bs *bootstrap.Session, addr string, cfg Config) (*Session, error) {
+	ctrl := &ctrlConn{s: bs, timeout: cfg.timeout()}
+	want := uint8(transportTCP)
+	switch cfg.Transport {
+	case TransportVerbs:
+		want = transportVerbs
+	case TransportAuto, "":
+		if verbsUsable() {
+			want |= transportVerbs
+		}
+	}
+	if cfg.SendBuffer == 0 {
+		cfg.SendBuffer = DefaultSendBuffer
+	}
+	h := hello{Version: sessionVersion, Transports: want, Paths: uint16(cfg.paths()), MaxTensor: uint64(cfg.SendBuffer)}
+	if err := bs.WriteApp(ctx, msgHello, h.marshal()); err != nil {
+		return nil, fmt.Errorf("mptx: %s: sending Hello: %w", addr, err)
+	}
+	t, payload, err := bs.ReadApp(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("mptx: %s: waiting for Welcome: %w", addr, err)
+	}
+	if t != msgWelcome {
+		return nil, fmt.Errorf("mptx: %s: got message %d, want Welcome", addr, t)
+	}
+	var w welcome
+	if err := w.unmarshal(payload); err != nil {
+		return nil, err
+	}
+	s := &Session{cfg: cfg, ctrl: ctrl, done: make(chan struct{}), peers: bs.RemoteAddr().String()}
+	var conn qp.Conn
+	var send []byte
+	switch w.Transport {
+	case transportTCP:
+		s.tr = TransportTCP
+		conn, send, err = dialTCP(ctx, addr, w.DataAddr, &cfg)
+	default:
+		s.tr = TransportVerbs
+		conn, send, err = dialVerbs(ctx, bs, &cfg)
+	}
+	if err != nil {
+		return nil, err
+	}
+	ss, err := newSendSide(s, conn, send, &cfg)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	s.snd = ss
+	go s.readLoop(ss.onCtrl)
+	go ss.run()
+	return s, nil
+}
+
+// TransferStats describe a finished (or running) transfer.
+type TransferStats struct {
+	Bytes     units.Bytes   // tensor size
+	Acked     units.Bytes   // bytes acknowledged so far (all chunks done: Bytes)
+	PathBytes []units.Bytes // bytes of this tensor each path carried (retries included)
+	Requeues  int           // chunk attempts moved off a failed or stalled path
+	Started   time.Time
+	Duration  time.Duration // Send to the receiver's receipt
+}
+
+// Transfer is one tensor being sent; SendAsync returns it. Its methods are
+// safe for concurrent use.
+type Transfer struct {
+	ID   multipath.TransferID
+	Name string
+	Size units.Bytes
+
+	s      *sendSide
+	data   []byte // the caller's tensor (read until staged)
+	crc    uint32
+	ctx    context.Context
+	stop   func() bool
+	off    units.Bytes // staging range
+	staged bool
+	tag    int
+	plan   chunk.Plan
+
+	acked    atomic.Int64
+	mu       sync.Mutex
+	paths    []units.Bytes
+	requeues int
+	started  time.Time
+	took     time.Duration
+	err      error
+	done     chan struct{}
+	once     sync.Once
+}
+
+// Done is closed when the transfer has ended; Err then says how.
+func (t *Transfer) Done() <-chan struct{} { return t.done }
+
+// Err returns nil while the transfer runs or when it succeeded, else why
+// it failed.
+func (t *Transfer) Err() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.err
+}
+
+// Wait blocks until the transfer ends and returns Err; if ctx ends first it
+// returns ctx's error and the transfer goes on (cancel it through the
+// context given to SendAsync).
+func (t *Transfer) Wait(ctx context.Context) error {
+	select {
+	case <-t.done:
+		return t.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Progress returns the bytes acknowledged by the receiver's NIC (or TCP
+// stack) so far and the tensor size.
+func (t *Transfer) Progress() (acked, total units.Bytes) {
+	return units.Bytes(t.acked.Load()), t.Size
+}
+
+// Stats returns the transfer's statistics.
+func (t *Transfer) Stats() TransferStats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return TransferStats{Bytes: t.Size, Acked: units.Bytes(t.acked.Load()), PathBytes: append([]units.Bytes(nil), t.paths...),
+		Requeues: t.requeues, Started: t.started, Duration: t.took}
+}
+
+func (t *Transfer) finish(err error) {
+	t.once.Do(func() {
+		t.mu.Lock()
+		t.err = err
+		t.took = time.Since(t.started)
+		t.mu.Unlock()
+		if t.stop != nil {
+			t.stop()
+		}
+		close(t.done)
+	})
+}
+
+// sendSide is the dialer's end: the driver, its loop goroutine, and the
+// staging buffer.
+type sendSide struct {
+	s     *Session
+	conn  qp.Conn
+	snd   *Sender
+	clock *vtime.Monotonic
+	wake  <-chan struct{}
+	cmds  chan func()
+	kick  chan struct{} // cmds has work
+
+	stage    *rangeAlloc // over the send region; guarded by stageMu
+	stageMu  sync.Mutex
+	stageCnd *sync.Cond
+	send     []byte
+
+	nextID atomic.Uint64
+	live   map[multipath.TransferID]*Transfer // loop goroutine only
+	busy   time.Duration
+
+	mu     sync.Mutex // orders do against the loop's exit
+	closed bool       // guarded by mu: the loop has stopped taking commands
+}
+
+func newSendSide(s *Session, conn qp.Conn, send []byte, cfg *Config) (*sendSide, error) {
+	ss := &sendSide{s: s, conn: conn, send: send, cmds: make(chan func(), 1024), kick: make(chan struct{}, 1),
+		live: map[multipath.TransferID]*Transfer{}, clock: vtime.NewMonotonic()}
+	ss.stage = newRangeAlloc(units.Bytes(len(send)))
+	ss.stageCnd = sync.NewCond(&ss.stageMu)
+	if n, ok := conn.(qp.Notifier); ok {
+		ss.wake = n.Notify()
+	}
+	if s.tr == TransportVerbs {
+		ss.busy = 50 * time.Microsecond
+	}
+	ecfg := cfg.Engine
+	if s.tr == TransportTCP {
+		tcpEngineDefaults(&ecfg)
+	}
+	ecfg.Recorder = teeRecorder{ss, ecfg.Recorder}
+	snd, err := NewSender(conn, SenderConfig{Engine: ecfg, OnDone: ss.onDone})
+	if err != nil {
+		return nil, err
+	}
+	ss.snd = snd
+	return ss, nil
+}
+
+// do runs f on the loop goroutine; it reports false if the session ended
+// (f then never runs).
+func (ss *sendSide) do(f func()) bool {
+	ss.mu.Lock()
+	if ss.closed {
+		ss.mu.Unlock()
+		return false
+	}
+	ss.cmds <- f // the loop drains cmds without taking mu
+	ss.mu.Unlock()
+	select {
+	case ss.kick <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// Send ships data as one tensor named name and returns when the receiver
+// has it, checked: nil, or why not. ctx cancels the transfer on both ends.
+// data is copied into the session's send buffer before Send returns (data
+// may be reused as soon as Send returns, and also, with SendAsync, once
+// Staged reports it).
+func (s *Session) Send(ctx context.Context, name string, data []byte) error {
+	t, err := s.SendAsync(ctx, name, data)
+	if err != nil {
+		return err
+	}
+	<-t.done
+	return t.Err()
+}
+
+// SendAsync starts sending data as one tensor named name and returns its
+// Transfer at once, after copying data into the session's send buffer
+// (which waits for room when the buffer is busy with earlier tensors). ctx
+// cancels the transfer on both ends: it then fails with ctx's error, and
+// the receiver never delivers it.
+func (s *Session) SendAsync(ctx context.Context, name string, data []byte) (*Transfer, error) {
+	ss := s.snd
+	if ss == nil {
+		return nil, fmt.Errorf("mptx: SendAsync on the receiving end of a session (sessions carry tensors from the dialer to the acceptor)")
+	}
+	if len(name) > MaxNameLen {
+		return nil, fmt.Errorf("mptx: tensor name of %d bytes (valid: up to %d)", len(name), MaxNameLen)
+	}
+	size := units.Bytes(len(data))
+	if size == 0 {
+		return nil, fmt.Errorf("mptx: tensor %q is empty (valid: at least 1 byte)", name)
+	}
+	if size > units.Bytes(len(ss.send)) {
+		return nil, fmt.Errorf("mptx: tensor %q is %v, larger than the send buffer (%v; Config.SendBuffer)", name, size, units.Bytes(len(ss.send)))
+	}
+	if err := s.Err(); err != nil {
+		return nil, err
+	}
+	t := &Transfer{ID: multipath.TransferID(ss.nextID.Add(1)), Name: name, Size: size, s: ss, data: data, ctx: ctx,
+		done: make(chan struct{}), started: time.Now()}
+	// Stage: take a range of the send buffer (waiting for room), copy
+	// and checksum on the caller's goroutine, so that the engine's loop
+	// never stalls on a copy and several senders copy in parallel.
+	off, err := ss.reserve(ctx, size)
+	if err != nil {
+		return nil, err
+	}
+	t.off, t.staged = off, true
+	copy(ss.send[off:off+size], data)
+	t.data = nil
+	if !s.cfg.NoChecksum {
+		t.crc = chunk.CRC32C(ss.send[off : off+size])
+	}
+	t.stop = context.AfterFunc(ctx, func() {
+		ss.do(func() { ss.cancel(t, context.Cause(ctx)) })
+	})
+	if !ss.do(func() { ss.start(t) }) {
+		t.stop()
+		ss.release(off, size)
+		return nil, s.Err()
+	}
+	return t, nil
+}
+
+// reserve takes size bytes of the send buffer, waiting while it is full.
+func (ss *sendSide) reserve(ctx context.Context, size units.Bytes) (units.Bytes, error) {
+	stop := context.AfterFunc(ctx, func() {
+		ss.stageMu.Lock()
+		ss.stageCnd.Broadcast()
+		ss.stageMu.Unlock()
+	})
+	defer stop()
+	ss.stageMu.Lock()
+	defer ss.stageMu.Unlock()
+	for {
+		if off, ok := ss.stage.alloc(size); ok {
+			return off, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		if err := ss.s.Err(); err != nil {
+			return 0, err
+		}
+		ss.stageCnd.Wait()
+	}
+}
+
+func (ss *sendSide) release(off, size units.Bytes) {
+	ss.stageMu.Lock()
+	ss.stage.free(off, size)
+	ss.stageCnd.Broadcast()
+	ss.stageMu.Unlock()
+}
+
+// start submits t held, and offers it to the receiver (loop goroutine).
+func (ss *sendSide) start(t *Transfer) {
+	if err := ss.s.Err(); err != nil {
+		ss.fail(t, err)
+		return
+	}
+	if t.ctx.Err() != nil {
+		ss.fail(t, fmt.Errorf("mptx: tensor %q canceled: %w", t.Name, context.Cause(t.ctx)))
+		return
+	}
+	now := ss.clock.Now()
+	tag, plan, err := ss.snd.Submit(now, multipath.TransferSpec{ID: t.ID, Size: t.Size, Local: t.off, Hold: true})
+	if err != nil {
+		ss.fail(t, err)
+		return
+	}
+	t.tag, t.plan = tag, plan
+	t.paths = make([]units.Bytes, len(ss.conn.Paths()))
+	ss.live[t.ID] = t
+	m := offerMsg{ID: uint64(t.ID), Tag: uint16(tag), Size: uint64(plan.Size), ChunkSize: uint64(plan.ChunkSize),
+		Count: uint32(plan.Count), CRC32C: t.crc, Name: t.Name}
+	if err := ss.s.ctrl.send(msgOffer, m.marshal()); err != nil {
+		ss.s.end(fmt.Errorf("mptx: sending Offer: %w", err))
+	}
+}
+
+// cancel cancels t (loop goroutine); the engine reports it through onDone.
+func (ss *sendSide) cancel(t *Transfer, cause error) {
+	if _, ok := ss.live[t.ID]; !ok {
+		return
+	}
+	_ = ss.snd.Cancel(ss.clock.Now(), t.ID, cause)
+}
+
+// fail ends t with err and gives its staging range back.
+func (ss *sendSide) fail(t *Transfer, err error) {
+	delete(ss.live, t.ID)
+	if t.staged {
+		t.staged = false
+		ss.release(t.off, t.Size)
+	}
+	t.finish(err)
+}
+
+// onDone is the Sender's OnDone (loop goroutine): the engine has fenced
+// the transfer. Tell the receiver; a failure ends it here, a success
+// waits for the receiver's Receipt.
+func (ss *sendSide) onDone(id multipath.TransferID, _ vtime.Time, err error) {
+	t := ss.live[id]
+	if t == nil {
+		return
+	}
+	m := idMsg{ID: uint64(id), Tag: uint16(t.tag), Err: errText(err)}
+	if serr := ss.s.ctrl.send(msgEnd, m.marshal()); serr != nil && err == nil {
+		err = fmt.Errorf("mptx: telling the receiver: %w", serr)
+	}
+	if t.staged {
+		// Fenced: nothing reads the staging range any more.
+		t.staged = false
+		ss.release(t.off, t.Size)
+	}
+	if err != nil {
+		if errors.Is(err, multipath.ErrCanceled) && t.ctx.Err() != nil {
+			err = fmt.Errorf("mptx: tensor %q canceled: %w", t.Name, context.Cause(t.ctx))
+		}
+		ss.fail(t, err)
+	}
+}
+
+// onCtrl handles a control frame (reader goroutine): it forwards to the
+// loop.
+func (ss *sendSide) onCtrl(typ bootstrap.Type, payload []byte) error {
+	switch typ {
+	case msgGrant:
+		var m grantMsg
+		if err := m.unmarshal(payload); err != nil {
+			return err
+		}
+		ss.do(func() {
+			if t := ss.live[multipath.TransferID(m.ID)]; t != nil {
+				if err := ss.snd.Engine().Start(ss.clock.Now(), t.ID, units.Bytes(m.Remote)); err != nil {
+					_ = ss.snd.Cancel(ss.clock.Now(), t.ID, err)
+				}
+			}
+		})
+	case msgRefuse, msgCancel, msgReceipt:
+		var m idMsg
+		if err := m.unmarshal(payload, "Receipt"); err != nil {
+			return err
+		}
+		ss.do(func() {
+			t := ss.live[multipath.TransferID(m.ID)]
+			if t == nil {
+				return
+			}
+			switch typ {
+			case msgReceipt:
+				ss.fail(t, textErr(m.Err))
+			case msgRefuse:
+				_ = ss.snd.Cancel(ss.clock.Now(), t.ID, fmt.Errorf("%w: %s", ErrRefused, m.Err))
+			default:
+				_ = ss.snd.Cancel(ss.clock.Now(), t.ID, fmt.Errorf("the receiver gave up: %s", m.Err))
+			}
+		})
+	default:
+		return fmt.Errorf("mptx: unexpected control message %d from the receiver", typ)
+	}
+	return nil
+}
+
+// run is the loop goroutine: commands, then a driver round, then sleep
+// until the deadline, a completion, or a command.
+func (ss *sendSide) run() {
+	defer ss.exit()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	lastBusy := ss.clock.Now()
+	for {
+		for drained := false; !drained; {
+			select {
+			case f := <-ss.cmds:
+				f()
+			default:
+				drained = true
+			}
+		}
+		select {
+		case <-ss.s.done:
+			return
+		default:
+		}
+		now := ss.clock.Now()
+		next := ss.snd.Step(now)
+		if err := ss.snd.Err(); err != nil {
+			ss.s.end(err)
+			continue
+		}
+		now = ss.clock.Now()
+		if next != 0 && next <= now {
+			lastBusy = now
+			continue
+		}
+		if ss.busy > 0 && now.Sub(lastBusy) < ss.busy {
+			continue
+		}
+		sleep := time.Hour
+		if ss.wake == nil {
+			sleep = 100 * time.Microsecond
+		}
+		if next != 0 {
+			sleep = min(sleep, next.Sub(now))
+		}
+		timer.Reset(sleep)
+		select {
+		case <-ss.s.done:
+		case <-ss.kick:
+		case <-ss.wake:
+			lastBusy = ss.clock.Now()
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// exit ends the loop: no command is taken after it; those queued run
+// (and fail, the session having ended); the connection is closed, which
+// destroys its queue pairs (nothing more is posted, what was in flight is
+// flushed or dropped), and every transfer still live fails with the
+// session's error.
+func (ss *sendSide) exit() {
+	ss.mu.Lock()
+	ss.closed = true
+	ss.mu.Unlock()
+	for {
+		select {
+		case f := <-ss.cmds:
+			f()
+			continue
+		default:
+		}
+		break
+	}
+	ss.conn.Close()
+	err := ss.s.Err()
+	for _, t := range ss.live {
+		ss.fail(t, err)
+	}
+}
+
+// shutdown wakes whatever waits on the sending side (the session ended);
+// the loop goroutine does the rest (exit).
+func (ss *sendSide) shutdown(error) {
+	ss.stageMu.Lock()
+	ss.stageCnd.Broadcast()
+	ss.stageMu.Unlock()
+	select {
+	case ss.kick <- struct{}{}:
+	default:
+	}
+}
+
+// tcpEngineDefaults fills the engine settings a user left zero with what
+// suits TCP paths: TCP runs its own congestion control in the kernel, so
+// the engine's is a fixed, unlimited window and rate with pacing off (a
+// second controller on top would only add latency); work requests of 1
+// MiB (a TCP path has no per-packet completion to pace with, and a larger
+// write is one syscall); up to 32 MiB posted per path, enough for the
+// socket buffers of a fast path; and a stall floor that tolerates a
+// retransmission timeout (DefaultTCPMinTimeout).
+func tcpEngineDefaults(c *multipath.Config) {
+	if c.CC == "" && c.NewCC == nil {
+		c.CC = "fixed"
+		if c.CCParams == nil {
+			c.CCParams = cc.Params{"window": "unlimited", "rate": "unlimited"}
+		}
+		c.Pacing.Disabled = true
+	}
+	if c.Segment == 0 {
+		c.Segment = units.MiB
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = 32 * units.MiB
+	}
+	if c.MinTimeout == 0 {
+		c.MinTimeout = DefaultTCPMinTimeout
+	}
+}
+
+// teeRecorder feeds engine events to the session (per-transfer path bytes
+// and requeues) and to the user's Recorder.
+type teeRecorder struct {
+	ss   *sendSide
+	next multipath.Recorder
+}
+
+func (r teeRecorder) Record(ev *multipath.Event) {
+	switch ev.Kind {
+	case multipath.EvChunkDone:
+		if t := r.ss.live[ev.Transfer]; t != nil && ev.Path < len(t.paths) {
+			t.mu.Lock()
+			t.paths[ev.Path] += ev.Bytes
+			t.mu.Unlock()
+			t.acked.Add(int64(ev.Bytes))
+		}
+	case multipath.EvChunkRequeue:
+		if t := r.ss.live[ev.Transfer]; t != nil {
+			t.mu.Lock()
+			t.requeues++
+			t.mu.Unlock()
+		}
+	}
+	if r.next != nil {
+		r.next.Record(ev)
+	}
+}
