@@ -145,7 +145,8 @@ func htmlOf(t *Transfer) (htmlTransfer, error) {
 	if len(t.Attempts) > MaxHTMLBars {
 		return htmlTransfer{}, fmt.Errorf("analyze: transfer %d has %d chunk attempts: the HTML timeline draws at most %d", t.ID, len(t.Attempts), MaxHTMLBars)
 	}
-	h := htmlTransfer{ID: t.ID, Trace: t.TraceID, End: int64(t.Completion), Gap: -1, Legend: map[string]bool{}}
+	h := htmlTransfer{ID: t.ID, Trace: t.TraceID, End: int64(t.Completion), Gap: -1, Legend: map[string]bool{},
+		Rows: []htmlRow{}, Bars: [][9]int64{}, Events: [][5]int64{}, Reasons: []string{}, Lines: []string{}}
 	h.Title = fmt.Sprintf("transfer %d", t.ID)
 	if t.Name != "" {
 		h.Title += " " + t.Name

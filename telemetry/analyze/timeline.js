@@ -85,7 +85,8 @@
     for (let v = Math.ceil(state.x0 / step) * step; v <= state.x1; v += step) {
       const px = x(v, w);
       ctx.beginPath(); ctx.moveTo(px, AXIS - 4); ctx.lineTo(px, h - PAD); ctx.stroke();
-      ctx.fillText("+" + fmtDur(v), px, AXIS / 2);
+      const label = "+" + fmtDur(v), half = ctx.measureText(label).width / 2;
+      if (px - half >= GUTTER - 20 && px + half <= w) ctx.fillText(label, px, AXIS / 2);
     }
     ctx.textAlign = "left";
     ctx.save();
@@ -129,7 +130,8 @@
       ctx.fillStyle = "rgba(76, 120, 168, 0.35)"; ctx.fillRect(a, y, b - a, ROW - 12);
       ctx.fillStyle = t.receiver.bound ? "#e45756" : "#f58518"; ctx.fillRect(b, y, Math.max(c - b, 1), ROW - 12);
       ctx.fillStyle = "#1d2330";
-      ctx.fillText("lag " + fmtDur(t.receiver.lag), Math.max(c, b) + 4, y + (ROW - 12) / 2);
+      const lag = "lag " + fmtDur(t.receiver.lag), lw = ctx.measureText(lag).width;
+      ctx.fillText(lag, Math.max(c, b) + 4 + lw < w ? Math.max(c, b) + 4 : b - lw - 4, y + (ROW - 12) / 2);
     }
     // events
     state.drawnEvents = 0;
@@ -208,7 +210,7 @@
     const t = data[i];
     state.rows = index(t);
     state.x0 = 0;
-    state.x1 = Math.max(t.end, ...t.bars.map((b) => b[3]), t.receiver ? t.receiver.last_arrival + t.receiver.lag : 0, 1) * 1.02;
+    state.x1 = Math.max(t.end, ...t.bars.map((b) => b[3]), t.receiver ? t.receiver.last_arrival + t.receiver.lag : 0, 1) * 1.1; // room for the lag's label
     document.getElementById("title").textContent = t.title;
     const lines = document.getElementById("lines");
     lines.replaceChildren(...t.lines.map((l) => { const d = document.createElement("div"); d.textContent = l; return d; }));
