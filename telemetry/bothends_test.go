@@ -53,6 +53,7 @@ type bothEndsConfig struct {
 	sendTP    trace.TracerProvider
 	recvTP    trace.TracerProvider
 	parent    context.Context
+	epoch     time.Time // wall time of virtual zero; zero: 2026-03-01 12:00 UTC
 }
 
 func runBothEnds(t testing.TB, cfg bothEndsConfig) bothEnds {
@@ -61,7 +62,10 @@ func runBothEnds(t testing.TB, cfg bothEndsConfig) bothEnds {
 	if err != nil {
 		t.Fatal(err)
 	}
-	epoch := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	epoch := cfg.epoch
+	if epoch.IsZero() {
+		epoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	}
 	srec, err := telemetry.NewRecorder(telemetry.Config{TracerProvider: cfg.sendTP, Wall: telemetry.FixedEpoch(epoch),
 		CC: "dcqcn", Backend: "mem", Peer: "receiver", Paths: memPathAttrs(len(cfg.paths)), Synchronous: true})
 	if err != nil {
