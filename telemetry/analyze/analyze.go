@@ -346,7 +346,7 @@ func (b *builder) finishReceiver() *ReceiverView {
 		rv.HandoffP50, rv.HandoffP99 = percentile(h, 50), percentile(h, 99)
 		rv.HandoffTotal = max(rv.HandoffTotal, sum)
 	}
-	b.recv, b.recvParts = nil, nil
+	b.recv, b.recvParts = nil, b.recvParts[:0]
 	return rv
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -46,16 +47,38 @@ type fastDecoder struct {
 
 var errFast = errors.New("not handled by the fast decoder")
 
+// recPool recycles record slices: the stream copies what it keeps of a
+// batch's records (the builders' own structures), so a batch's slice is
+// free once added. A record is ~450 bytes; without it a million spans
+// allocate half a gigabyte, which the collector then chases.
+var recPool sync.Pool
+
+func getRecs(n int) []spanRec {
+	if p, ok := recPool.Get().(*[]spanRec); ok && cap(*p) >= n {
+		return (*p)[:0]
+	}
+	return make([]spanRec, 0, max(n, 16))
+}
+
+func putRecs(r []spanRec) {
+	if cap(r) > 0 && cap(r) <= 1<<16 {
+		clear(r[:cap(r)]) // drop the strings and slices they point to
+		r = r[:0]
+		recPool.Put(&r)
+	}
+}
+
 func newFastDecoder() *fastDecoder { return &fastDecoder{intern: map[string]string{}} }
 
 // decode returns the mptx spans of doc and the number of spans of any
 // name, or an error when the fast path does not handle doc.
 func (f *fastDecoder) decode(doc []byte) ([]spanRec, int, error) {
 	f.d, f.i, f.spans = doc, 0, 0
-	f.out = make([]spanRec, 0, f.last)
+	f.out = getRecs(f.last)
 	err := f.document()
 	f.d = nil
 	if err != nil {
+		putRecs(f.out)
 		return nil, 0, err
 	}
 	f.last = len(f.out)
@@ -589,6 +612,9 @@ func (v value) asInt() (int64, bool) {
 // value is validated and skipped. String values of indices str reports
 // are interned.
 func (f *fastDecoder) kvPair(index func([]byte) int, str func(int) bool) (int, value, error) {
+	if idx, v, ok := f.kvCompact(index, str); ok {
+		return idx, v, nil
+	}
 	if err := f.expect('{'); err != nil {
 		return 0, value{}, err
 	}
@@ -627,6 +653,114 @@ func (f *fastDecoder) kvPair(index func([]byte) int, str func(int) bool) (int, v
 		return 0, value{}, f.fail()
 	}
 	return idx, v, nil
+}
+
+// kvCompact reads the compact form every OTLP JSON exporter writes,
+// {"key":"k","value":{"stringValue":"s"}} (or intValue "n" or n), without
+// the general machinery: a handful of comparisons per attribute, most of a
+// span's bytes. Anything else (whitespace, escapes, other value types)
+// rewinds and reports false, and kvPair reads it the general way.
+func (f *fastDecoder) kvCompact(index func([]byte) int, str func(int) bool) (int, value, bool) {
+	const head, mid = `{"key":"`, `","value":{"`
+	d, start := f.d, f.i
+	if !bytes.HasPrefix(d[start:], []byte(head)) {
+		return 0, value{}, false
+	}
+	i := start + len(head)
+	j := plainEnd(d, i)
+	if j < 0 || !bytes.HasPrefix(d[j:], []byte(mid)) {
+		return 0, value{}, false
+	}
+	key := d[i:j]
+	i = j + len(mid)
+	k := plainEnd(d, i)
+	if k < 0 || k+2 > len(d) || d[k+1] != ':' {
+		return 0, value{}, false
+	}
+	typ := d[i:k]
+	i = k + 2
+	var v value
+	switch string(typ) {
+	case "stringValue":
+		if i >= len(d) || d[i] != '"' {
+			return 0, value{}, false
+		}
+		e := plainEnd(d, i+1)
+		if e < 0 {
+			return 0, value{}, false
+		}
+		b := d[i+1 : e]
+		idx := index(key)
+		if idx != 0 {
+			if str(idx) {
+				v = value{kind: 's', str: f.internBytes(b), hasStr: true}
+			} else if n, ok := parseDecimal(b); ok && n <= math.MaxInt64 {
+				v = value{kind: 'i', i: int64(n), str: string(b), hasStr: true}
+			} else {
+				v = value{kind: 's', str: string(b), hasStr: true}
+			}
+		}
+		i = e + 1
+		if !bytes.HasPrefix(d[i:], []byte("}}")) {
+			return 0, value{}, false
+		}
+		f.i = i + 2
+		return idx, v, true
+	case "intValue":
+		var txt []byte
+		neg := false
+		if i < len(d) && d[i] == '"' { // "123" or "-123"
+			e := bytes.IndexByte(d[i+1:], '"')
+			if e < 0 {
+				return 0, value{}, false
+			}
+			txt = d[i+1 : i+1+e]
+			i += e + 2
+			if neg = len(txt) > 0 && txt[0] == '-'; neg {
+				txt = txt[1:]
+			}
+		} else { // a JSON integer: no sign here, no leading zero
+			e := i
+			for e < len(d) && d[e] >= '0' && d[e] <= '9' {
+				e++
+			}
+			txt = d[i:e]
+			i = e
+			if len(txt) > 1 && txt[0] == '0' {
+				return 0, value{}, false
+			}
+		}
+		n, ok := parseDecimal(txt)
+		if !ok || n > math.MaxInt64 {
+			return 0, value{}, false
+		}
+		if !bytes.HasPrefix(d[i:], []byte("}}")) {
+			return 0, value{}, false
+		}
+		idx := index(key)
+		x := int64(n)
+		if neg {
+			x = -x
+		}
+		f.i = i + 2
+		return idx, value{kind: 'i', i: x, hasStr: true}, true
+	}
+	return 0, value{}, false
+}
+
+// plainEnd returns the index of the quote closing the string whose
+// contents start at d[i], or -1 when they hold a backslash, a control
+// character or non-ASCII (the general path handles those).
+func plainEnd(d []byte, i int) int {
+	for ; i < len(d); i++ {
+		switch c := d[i]; {
+		case c == '"':
+			return i
+		case c == '\\' || c < 0x20 || c >= 0x80:
+			return -1
+		}
+	}
+	return -1
 }
 
 // skipAnyValue validates an AnyValue object it does not need.

@@ -254,6 +254,9 @@ func scanSource(ctx context.Context, src Source, workers int, st *stream, mr *me
 				mr.add(*r.metrics)
 			}
 			st.add(r.recs)
+			if r.fast {
+				putRecs(r.recs)
+			}
 		}
 	}
 	<-readDone

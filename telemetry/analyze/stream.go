@@ -36,6 +36,7 @@ type stream struct {
 	closedS  []key // sender parts completed in the current batch
 	closedR  []key // receiver parts completed in the current batch
 	emitted  map[key]struct{}
+	free     []*builder // dropped builders, for reuse
 
 	records int64 // mptx spans seen
 	dups    int64 // duplicate spans dropped
@@ -59,7 +60,7 @@ func (st *stream) add(recs []spanRec) {
 		}
 		b := st.builders[k]
 		if b == nil {
-			b = &builder{t: &Transfer{TraceID: k.trace.String(), ID: k.id, key: k}}
+			b = st.newBuilder(k)
 			st.builders[k] = b
 			st.order = append(st.order, k)
 		}
@@ -120,7 +121,34 @@ func (st *stream) emit(k key, b *builder) {
 	st.sink.transfer(t)
 }
 
-func (st *stream) drop(k key) { delete(st.builders, k) }
+// drop forgets k's builder and keeps it for reuse: its map and slices
+// keep their capacity, so a stream of transfers of similar size stops
+// allocating them.
+func (st *stream) drop(k key) {
+	b := st.builders[k]
+	if b == nil {
+		return
+	}
+	delete(st.builders, k)
+	if len(st.free) < 64 {
+		clear(b.seen)
+		clear(b.attempts)
+		*b = builder{seen: b.seen, attempts: b.attempts[:0], recvParts: b.recvParts[:0]}
+		st.free = append(st.free, b)
+	}
+}
+
+func (st *stream) newBuilder(k key) *builder {
+	var b *builder
+	if n := len(st.free); n > 0 {
+		b = st.free[n-1]
+		st.free = st.free[:n-1]
+	} else {
+		b = &builder{}
+	}
+	b.t = &Transfer{TraceID: k.trace.String(), ID: k.id, key: k}
+	return b
+}
 
 // close delivers everything left: transfers without a mptx.transfer span
 // (incomplete) and receiver parts without a sender part.
