@@ -109,16 +109,16 @@ func runBothEnds(t testing.TB, cfg bothEndsConfig) bothEnds {
 	res.start = net.Now()
 	const id = 77
 	tc := srec.BeginTransfer(parent, res.start, id, "both-ends")
-	slot, plan, err := snd.Submit(res.start, multipath.TransferSpec{ID: id, Size: cfg.size})
+	tag, plan, err := snd.Submit(res.start, multipath.TransferSpec{ID: id, Size: cfg.size})
 	if err != nil {
 		t.Fatal(err)
 	}
 	res.plan = plan
 	// The control channel: the plan and the trace context reach the receiver.
-	if err := rcv.Expect(slot, id, plan, 0); err != nil {
+	if err := rcv.Expect(tag, id, plan, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := tap.Expect(slot, id, plan, tc); err != nil {
+	if err := tap.Expect(tag, id, plan, tc); err != nil {
 		t.Fatal(err)
 	}
 	next := snd.Step(res.start)

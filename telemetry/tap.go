@@ -21,8 +21,8 @@ import (
 //	rcv, _ := mptx.NewReceiver(tap, mptx.ReceiverConfig{
 //	    OnChunk: tap.OnChunk(app.OnChunk), OnDone: tap.OnDone(app.OnDone)})
 //	// for each transfer announced on the control channel:
-//	rcv.Expect(slot, id, plan, remote)
-//	tap.Expect(slot, id, plan, traceContext)
+//	rcv.Expect(tag, id, plan, remote)
+//	tap.Expect(tag, id, plan, traceContext)
 //
 // clock is the receiver's clock (the one whose Now is passed to Step); the
 // tap reads it once per Poll and around each hand-off. A ReceiverTap is
@@ -38,6 +38,7 @@ type ReceiverTap struct {
 
 type tapSlot struct {
 	live    bool
+	tag     int // chunk.MakeTag(slot, generation): immediates of older generations are stale
 	id      multipath.TransferID
 	plan    chunk.Plan
 	arrived []tapArrival // per chunk; zero until its completion is polled
@@ -55,20 +56,21 @@ func NewReceiverTap(r qp.Receiver, rec *ReceiveRecorder, clock vtime.Clock) *Rec
 	return &ReceiverTap{Receiver: r, rec: rec, clock: clock, ids: map[multipath.TransferID]int{}}
 }
 
-// Expect records that transfer id was announced in slot with plan and
-// the sender's trace context tc (see ReceiveRecorder.Expect); call it next
-// to the driver's own Expect. The error is tc's, if malformed, or a slot
-// out of range; the transfer is recorded either way when the slot is
-// valid.
-func (t *ReceiverTap) Expect(slot int, id multipath.TransferID, plan chunk.Plan, tc []byte) error {
-	if slot < 0 || slot >= len(t.slots) {
-		return fmt.Errorf("telemetry: ReceiverTap.Expect: slot %d out of range [0, %d)", slot, len(t.slots))
+// Expect records that transfer id was announced with tag (the sender's
+// Submit's, chunk.MakeTag) and plan and the sender's trace context tc
+// (see ReceiveRecorder.Expect); call it next to the driver's own Expect.
+// The error is tc's, if malformed, or a tag out of range; the transfer is
+// recorded either way when the tag is valid.
+func (t *ReceiverTap) Expect(tag int, id multipath.TransferID, plan chunk.Plan, tc []byte) error {
+	if tag < 0 || tag >= chunk.MaxTags {
+		return fmt.Errorf("telemetry: ReceiverTap.Expect: tag %d out of range [0, %d)", tag, chunk.MaxTags)
 	}
+	slot := chunk.TagSlot(tag)
 	s := &t.slots[slot]
 	if s.live {
 		delete(t.ids, s.id)
 	}
-	s.live, s.id, s.plan = true, id, plan
+	s.live, s.tag, s.id, s.plan = true, tag, id, plan
 	if cap(s.arrived) >= plan.Count {
 		s.arrived = s.arrived[:plan.Count]
 		clear(s.arrived)
@@ -92,11 +94,14 @@ func (t *ReceiverTap) Poll(dst []qp.Completion) (int, error) {
 		if c.Status != qp.StatusOK || c.Op != qp.OpRecvImm || chunk.IsProbe(c.Imm) {
 			continue
 		}
-		slot, idx := chunk.DecodeImm(c.Imm)
-		if slot < 0 || slot >= len(t.slots) || !t.slots[slot].live || int(idx) >= len(t.slots[slot].arrived) {
+		tag, idx := chunk.DecodeImm(c.Imm)
+		if tag < 0 || tag >= chunk.MaxTags {
 			continue
 		}
-		s := &t.slots[slot]
+		s := &t.slots[chunk.TagSlot(tag)]
+		if !s.live || s.tag != tag || int(idx) >= len(s.arrived) {
+			continue
+		}
 		a := &s.arrived[idx]
 		if a.seen {
 			t.rec.Duplicate(now, s.id, idx, c.Path)

@@ -191,7 +191,7 @@ func runDemo(w io.Writer, paths []mem.PathConfig, size, chunkSize units.Bytes, c
 	if srec != nil {
 		tc = srec.BeginTransfer(context.Background(), start, id, "demo")
 	}
-	slot, plan, err := snd.Submit(start, multipath.TransferSpec{ID: id, Size: size})
+	tag, plan, err := snd.Submit(start, multipath.TransferSpec{ID: id, Size: size})
 	if err != nil {
 		if srec != nil {
 			srec.CancelTransfer(start, id, err.Error())
@@ -199,11 +199,11 @@ func runDemo(w io.Writer, paths []mem.PathConfig, size, chunkSize units.Bytes, c
 		return usageError{err}
 	}
 	// The control channel: the receiver learns the plan and the trace.
-	if err := rcv.Expect(slot, id, plan, 0); err != nil {
+	if err := rcv.Expect(tag, id, plan, 0); err != nil {
 		return err
 	}
 	if tap != nil {
-		if err := tap.Expect(slot, id, plan, tc); err != nil {
+		if err := tap.Expect(tag, id, plan, tc); err != nil {
 			return err
 		}
 	}
