@@ -124,7 +124,7 @@ most 10s of virtual time.`,
 	cmd.Flags().StringVar(&chunk, "chunk", "0", "chunk size (0 = automatic, 2-4 MiB)")
 	cmd.Flags().DurationVar(&failAt, "fail-at", 0, "fail --fail-path at this virtual time (0 = never)")
 	cmd.Flags().IntVar(&failIdx, "fail-path", 1, "index of the path to fail")
-	trace.register(cmd.Flags())
+	trace.register(cmd)
 	return cmd
 }
 

@@ -186,7 +186,7 @@ side by side with ours.`,
 	f.StringVar(&fctOut, "fct-out", "", "write HPCC ns-3 fct.txt here")
 	f.StringVar(&compare, "compare", "", "another simulator's fct.txt for the same flows, to compare")
 	f.StringVar(&jsonOut, "json", "", "write the full result (row, flows, series) as JSON here")
-	trace.register(f)
+	trace.register(cmd)
 	_ = cmd.MarkFlagFilename("ns3-topology", "txt")
 	_ = cmd.MarkFlagFilename("ns3-flows", "txt")
 	_ = cmd.MarkFlagFilename("htsim", "cm")

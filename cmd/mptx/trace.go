@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/mptx-dev/mptx/telemetry/analyze"
 )
@@ -47,7 +46,8 @@ type selection struct {
 	transfers                  []int64
 }
 
-func (s *selection) register(f *pflag.FlagSet) {
+func (s *selection) register(c *cobra.Command) {
+	f := c.Flags()
 	f.StringVar(&s.jaeger, "jaeger", "", "query a running Jaeger (its query service's URL, http://host:16686) instead of, or besides, files")
 	f.StringVar(&s.service, "service", "", "select transfers of this service (shell pattern; either end's service.name); with --jaeger, the service to query (required)")
 	f.StringVar(&s.operation, "operation", "", "with --jaeger: only traces with a span of this name")
@@ -197,7 +197,7 @@ either end; 2 for bad input.`,
 		},
 	}
 	f := c.Flags()
-	sel.register(f)
+	sel.register(c)
 	f.StringVar(&format, "format", "table", "output: table, json (the whole summary), csv (one row per transfer and path, detailed transfers), paths-csv (one row per path, aggregated)")
 	f.IntVar(&detail, "detail", 10, "explain each transfer in detail when the selection holds at most this many (json and csv: list them)")
 	f.Float64Var(&opt.StragglerFactor, "straggler-factor", 2, "an attempt slower than this multiple of its path's median chunk latency is a straggler (>= 1)")
@@ -313,7 +313,7 @@ transfers of 4096 paths and 500,000 attempts each.`,
 		},
 	}
 	f := c.Flags()
-	sel.register(f)
+	sel.register(c)
 	f.StringVarP(&out, "out", "o", "timeline.png", "output file (.html, .png or .svg)")
 	f.BoolVar(&html, "html", false, "write an interactive HTML page (--out must end in .html)")
 	f.Float64Var(&width, "width", 0, "image width in inches (0: 10; at most 100)")

@@ -8,7 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 
 	"github.com/mptx-dev/mptx/telemetry"
 )
@@ -18,8 +18,8 @@ import (
 // reading of the standard OTEL_* variables.
 type traceFlag struct{ file string }
 
-func (t *traceFlag) register(f *pflag.FlagSet) {
-	f.StringVar(&t.file, "trace", "", "write traces and metrics to this file as OTLP JSON lines (the OTel collector's file format; read it with mptx trace analyze). Without it, setting OTEL_TRACES_EXPORTER or OTEL_METRICS_EXPORTER (otlp, file, console) turns telemetry on")
+func (t *traceFlag) register(c *cobra.Command) {
+	c.Flags().StringVar(&t.file, "trace", "", "write traces and metrics to this file as OTLP JSON lines (the OTel collector's file format; read it with mptx trace analyze). Without it, setting OTEL_TRACES_EXPORTER or OTEL_METRICS_EXPORTER (otlp, file, console) turns telemetry on")
 }
 
 // config returns the telemetry setup the command should make, and false
