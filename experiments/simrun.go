@@ -76,6 +76,7 @@ type simRun struct {
 	kicks     []int // flows to start at the current instant
 
 	samp *sampler
+	obs  Observer // telemetry (WithObserver); nil: none
 }
 
 type connKey struct {
@@ -124,7 +125,7 @@ func (e *failureEvent) Fire(now sim.Time) { e.r.fail(e.f, now) }
 
 func newSimRun(ctx context.Context, run Run) (*simRun, error) {
 	s := run.Spec
-	r := &simRun{ctx: ctx, run: run, spec: s, g: s.Topology.Graph(), connOf: map[connKey]*simConn{}}
+	r := &simRun{ctx: ctx, run: run, spec: s, g: s.Topology.Graph(), connOf: map[connKey]*simConn{}, obs: observerFor(ctx, run)}
 	r.kick.r = r
 	var err error
 	if r.tr, err = Generate(s, r.g, run.Seed); err != nil {
@@ -170,6 +171,9 @@ func newSimRun(ctx context.Context, run Run) (*simRun, error) {
 		r.w.At(sim.Start+sim.FromDuration(f.At), &failureEvent{r: r, f: f})
 	}
 	r.samp = newSampler(r)
+	if r.obs != nil {
+		r.w.SetTracer(r.obs)
+	}
 	return r, nil
 }
 
@@ -255,6 +259,10 @@ func (r *simRun) openConns() error {
 			eng.CC, eng.CCParams = "fixed", cc.Params{"window": "unlimited", "rate": "unlimited"}
 		}
 		c := &simConn{key: k, conn: conn}
+		if r.obs != nil {
+			eng.Recorder = r.obs.Conn(ObservedConn{Index: len(r.conns), Src: r.hosts[f.Src].Name(), Dst: r.hosts[f.Dst].Name(),
+				Background: k.bg, CC: eng.CC, Paths: conn.Paths(), IngressPorts: ingressPorts(r.hosts[f.Src], conn.Paths())})
+		}
 		c.snd, err = mptx.NewSender(conn, mptx.SenderConfig{Engine: eng, OnDone: r.onDone})
 		if err != nil {
 			return err
@@ -381,6 +389,9 @@ func (r *simRun) fail(f Failure, now sim.Time) {
 // execute runs the world until every flow finished, the stop time, the
 // event cap or cancellation, then collects the result.
 func (r *simRun) execute() (*Result, error) {
+	if r.obs != nil {
+		defer func() { r.obs.Done(r.w.Now().VTime()) }()
+	}
 	stop := sim.Start + sim.FromDuration(r.spec.Stop.Time.D())
 	slice := max(sim.FromDuration(r.spec.Stop.Time.D())/1000, 10*sim.Microsecond)
 	for r.left > 0 && r.w.Now() < stop {

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Builds the Jaeger all-in-one binary that telemetry's end-to-end test runs
-# (telemetry/e2e_jaeger_test.go), once, into a cache directory, and prints
+# (telemetry/jaeger_e2e_test.go), once, into a cache directory, and prints
 # its path on stdout.
+#
+#   scripts/jaeger.sh            build if needed, print the path
+#   scripts/jaeger.sh --cached   print the path if already built; else exit 3
+#                                without building (what `go test` uses, so a
+#                                plain offline `go test ./...` never downloads)
 #
 # `go install github.com/jaegertracing/jaeger/cmd/jaeger@VERSION` is refused
 # (Jaeger's go.mod has replace directives), so the binary is built in a
@@ -20,6 +25,10 @@ bin=$cache/jaeger-$version
 if [ -x "$bin" ]; then
   echo "$bin"
   exit 0
+fi
+if [ "${1:-}" = "--cached" ]; then
+  echo "jaeger.sh: $bin not built yet (run scripts/jaeger.sh or make jaeger)" >&2
+  exit 3
 fi
 mkdir -p "$cache"
 work=$(mktemp -d "${TMPDIR:-/tmp}/mptx-jaeger.XXXXXX")

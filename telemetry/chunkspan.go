@@ -161,6 +161,13 @@ type chunkSpan struct {
 	attempt    uint16
 	ended      bool
 	x          *spanChanges // what processors changed in OnStart; nil if nothing
+
+	// recv marks a receiver's mptx.recv.chunk span (ReceiveRecorder);
+	// then queue, wait and handoff (ns) replace rtt, latency and ecn,
+	// attempt and outcome are unused, and reason, if set, is a rejected
+	// hand-off.
+	recv                 bool
+	queue, wait, handoff int64
 }
 
 // spanChanges holds the rare changes span processors make in OnStart.
@@ -186,6 +193,9 @@ func (c *chunkSpan) changes() *spanChanges {
 func (c *chunkSpan) Name() string {
 	if c.x != nil && c.x.name != "" {
 		return c.x.name
+	}
+	if c.recv {
+		return schema.SpanRecvChunk
 	}
 	return schema.SpanChunk
 }
@@ -227,6 +237,55 @@ func (c *chunkSpan) Attributes() []attribute.KeyValue {
 		n += len(c.x.attrs)
 	}
 	a := make([]attribute.KeyValue, 0, n)
+	if c.recv {
+		a = c.recvAttributes(a, pa)
+	} else {
+		a = c.sendAttributes(a, pa)
+	}
+	if c.x != nil && len(c.x.attrs) > 0 {
+		// Later values win, as with the SDK's SetAttributes.
+		for _, kv := range c.x.attrs {
+			i := 0
+			for i < len(a) && a[i].Key != kv.Key {
+				i++
+			}
+			if i < len(a) {
+				a[i] = kv
+			} else {
+				a = append(a, kv)
+			}
+		}
+	}
+	return a
+}
+
+// recvAttributes appends a receiver chunk span's attributes, in the order
+// ReceiveRecorder's SDK path sets them.
+func (c *chunkSpan) recvAttributes(a, pa []attribute.KeyValue) []attribute.KeyValue {
+	a = append(a,
+		attribute.Int64(schema.AttrTransferID, int64(c.transfer)),
+		attribute.Int64(schema.AttrChunkIndex, int64(c.index)),
+		attribute.Int64(schema.AttrChunkBytes, c.bytes),
+	)
+	if pa != nil {
+		a = append(a, pa...)
+	} else {
+		a = append(a, attribute.Int(schema.AttrPath, int(c.path)))
+	}
+	a = append(a,
+		attribute.Int64(schema.AttrRecvQueue, c.queue),
+		attribute.Int64(schema.AttrRecvWait, c.wait),
+		attribute.Int64(schema.AttrRecvHandoff, c.handoff),
+	)
+	if c.reason != "" {
+		a = append(a, attribute.String(schema.AttrErrorType, c.reason))
+	}
+	return a
+}
+
+// sendAttributes appends a sender chunk span's attributes, in the order
+// Recorder.endChunk sets them.
+func (c *chunkSpan) sendAttributes(a, pa []attribute.KeyValue) []attribute.KeyValue {
 	a = append(a,
 		attribute.Int64(schema.AttrTransferID, int64(c.transfer)),
 		attribute.Int64(schema.AttrChunkIndex, int64(c.index)),
@@ -248,20 +307,6 @@ func (c *chunkSpan) Attributes() []attribute.KeyValue {
 	}
 	if c.reason != "" {
 		a = append(a, attribute.String(schema.AttrErrorType, c.reason))
-	}
-	if c.x != nil && len(c.x.attrs) > 0 {
-		// Later values win, as with the SDK's SetAttributes.
-		for _, kv := range c.x.attrs {
-			i := 0
-			for i < len(a) && a[i].Key != kv.Key {
-				i++
-			}
-			if i < len(a) {
-				a[i] = kv
-			} else {
-				a = append(a, kv)
-			}
-		}
 	}
 	return a
 }
@@ -287,6 +332,12 @@ func (c *chunkSpan) Events() []sdktrace.Event {
 func (c *chunkSpan) Status() sdktrace.Status {
 	if c.x != nil && c.x.statusSet {
 		return c.x.status
+	}
+	if c.recv {
+		if c.reason == "" {
+			return sdktrace.Status{}
+		}
+		return sdktrace.Status{Code: codes.Error, Description: c.reason}
 	}
 	if c.outcome == schema.OutcomeAcked {
 		return sdktrace.Status{}

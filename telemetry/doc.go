@@ -6,10 +6,18 @@
 //
 // # Model
 //
-// Each transfer is an mptx.transfer span, the root of its own trace; each
-// attempt of each chunk is an mptx.chunk span, its child; path events
-// (down, up, quarantine, CNP bursts and, in the simulator, PFC pauses)
-// are span events on the live transfer spans. Per-path metrics cover
+// Each transfer is one trace. On the sender it is an mptx.transfer span
+// (the root, or the child of the application's span when the session
+// starts it with Recorder.BeginTransfer); each attempt of each chunk is an
+// mptx.chunk span, its child; path events (down, up, quarantine, CNP
+// bursts and, in the simulator, PFC pauses) are span events on the live
+// transfer spans. On the receiver (ReceiveRecorder) it is an mptx.receive
+// span, the child of the sender's transfer span through the W3C trace
+// context the session carries on its control channel
+// (AppendTraceContext, ParseTraceContext), with an mptx.recv.chunk span
+// per arrived chunk (arrival, poll, the application's hand-off).
+// ReceiverTap drives a ReceiveRecorder around a receiver driver that does
+// not call it. Per-path metrics cover
 // window, rate, bytes in flight, smoothed RTT and chunk latency
 // (histograms), ECN/CNP counts, bytes sent and acknowledged. Names are in
 // package telemetry/schema and listed with units in docs/telemetry.md.
@@ -43,7 +51,9 @@
 // # Export
 //
 // Setup reads OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER (otlp, file,
-// console, none; default file), OTEL_EXPORTER_OTLP_* (gRPC or
+// console, none; default file; SetupConfig.TracesExporter,
+// MetricsExporter and TraceFile override them, as the commands' --trace
+// does), OTEL_EXPORTER_OTLP_* (gRPC or
 // http/protobuf), OTEL_TRACES_SAMPLER(_ARG), OTEL_SERVICE_NAME and
 // OTEL_RESOURCE_ATTRIBUTES. The file exporter writes OTLP JSON lines in
 // the OpenTelemetry collector's file-exporter format (one

@@ -99,7 +99,7 @@ func (ins *instruments) init(mp metric.MeterProvider, r *Recorder) error {
 			}
 			o.ObserveFloat64(pauseTime, float64(p.pfcNs.Load())/1e9, opt)
 		}
-		o.ObserveInt64(dropped, r.droppedEvents.Load(), ringFull)
+		o.ObserveInt64(dropped, r.DroppedEvents(), ringFull)
 		o.ObserveInt64(dropped, r.dropped.Load(), tableFull)
 		return nil
 	}, all...)

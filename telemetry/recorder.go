@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -158,23 +159,15 @@ type Recorder struct {
 	ins     instruments
 	dropped atomic.Int64 // transfers not traced: table full
 
-	// Producer/consumer ring between Record and the worker.
-	sync          bool
-	closed        bool
-	ring          []multipath.Event
-	mask          uint64
-	_             [64]byte // keep the producer's and consumer's indices apart
-	tail          atomic.Uint64
-	_             [56]byte
-	head          atomic.Uint64
-	_             [56]byte
-	headCache     uint64 // producer's last view of head
-	sleeping      atomic.Bool
-	droppedEvents atomic.Int64
-	wake          chan struct{}
-	flushc        chan chan struct{}
-	stop          chan struct{}
-	done          chan struct{}
+	// Transfer spans started by BeginTransfer, waiting for the engine's
+	// transfer-start event (written by the caller's goroutine, taken by
+	// the builder's).
+	beginMu sync.Mutex
+	begun   map[multipath.TransferID]begunTransfer
+
+	// Producer/consumer ring between Record and the builder goroutine; nil
+	// when synchronous.
+	pipe *pipe[multipath.Event]
 }
 
 // Internal event kinds carried through the ring besides the engine's.
@@ -312,19 +305,8 @@ func NewRecorder(cfg Config) (*Recorder, error) {
 	if err := r.ins.init(mp, r); err != nil {
 		return nil, err
 	}
-	r.sync = cfg.Synchronous
-	if !r.sync {
-		size := 1
-		for size < cfg.Buffer {
-			size <<= 1
-		}
-		r.ring = make([]multipath.Event, size)
-		r.mask = uint64(size - 1)
-		r.wake = make(chan struct{}, 1)
-		r.flushc = make(chan chan struct{})
-		r.stop = make(chan struct{})
-		r.done = make(chan struct{})
-		go r.worker()
+	if !cfg.Synchronous {
+		r.pipe = newPipe(cfg.Buffer, r.process)
 	}
 	return r, nil
 }
@@ -333,138 +315,30 @@ func NewRecorder(cfg Config) (*Recorder, error) {
 // asynchronous builder it costs a copy into the ring and never blocks.
 // Events recorded after Close are ignored.
 func (r *Recorder) Record(ev *multipath.Event) {
-	if r.sync {
+	if r.pipe == nil {
 		r.process(ev)
 		return
 	}
-	if r.closed {
-		return
-	}
-	r.push(ev)
-}
-
-// push appends ev to the ring, or drops and counts it when full.
-func (r *Recorder) push(ev *multipath.Event) bool {
-	t := r.tail.Load()
-	if t-r.headCache > r.mask {
-		r.headCache = r.head.Load()
-		if t-r.headCache > r.mask {
-			r.droppedEvents.Add(1)
-			return false
-		}
-	}
-	r.ring[t&r.mask] = *ev
-	r.tail.Store(t + 1)
-	if r.sleeping.Load() && r.sleeping.CompareAndSwap(true, false) {
-		r.kick()
-		return true
-	}
-	if t&255 == 0 { // the worker polls; wake it early if it is falling behind
-		r.headCache = r.head.Load()
-		if t-r.headCache > r.mask/4 {
-			r.kick()
-		}
-	}
-	return true
-}
-
-// kick wakes the worker if it waits; it never blocks.
-func (r *Recorder) kick() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-}
-
-// worker is the consumer: it processes ring events in order.
-//
-// Waking a parked goroutine costs the waker a scheduler hand-off and, when
-// the other processor is idle, a futex wake-up (an inter-processor
-// interrupt: microseconds in a virtual machine). Done per event, that is
-// most of telemetry's cost to the engine. So the worker does not park as
-// soon as the ring is empty: while events keep coming it polls the ring
-// every pollInterval on its own timer, and the producer never wakes it.
-// Only after parkAfter empty polls does it park and ask the producer for a
-// wake-up. The producer also kicks it when a quarter of the ring is
-// backlogged, so a burst never waits out the interval.
-func (r *Recorder) worker() {
-	defer close(r.done)
-	tm := time.NewTimer(time.Hour)
-	tm.Stop()
-	idle := 0
-	for {
-		if r.drain() {
-			idle = 0
-		} else {
-			idle++
-		}
-		var tick <-chan time.Time
-		if idle < parkAfter {
-			tm.Reset(pollInterval)
-			tick = tm.C
-		} else {
-			r.sleeping.Store(true)
-			if r.tail.Load() != r.head.Load() { // raced with a push
-				r.sleeping.Store(false)
-				continue
-			}
-		}
-		select {
-		case <-tick:
-		case <-r.wake:
-		case fc := <-r.flushc:
-			r.drain()
-			close(fc)
-		case <-r.stop:
-			r.sleeping.Store(false)
-			r.drain()
-			return
-		}
-		r.sleeping.Store(false)
-		if tick == nil {
-			idle = 0
-		}
-	}
-}
-
-// Worker polling: see worker.
-const (
-	pollInterval = time.Millisecond
-	parkAfter    = 16
-)
-
-// drain processes every event pushed so far and reports whether there
-// were any.
-func (r *Recorder) drain() bool {
-	h := r.head.Load()
-	h0 := h
-	for t := r.tail.Load(); h != t; t = r.tail.Load() {
-		for ; h != t; h++ {
-			r.process(&r.ring[h&r.mask])
-			if h&63 == 63 {
-				r.head.Store(h + 1) // free space in batches
-			}
-		}
-		r.head.Store(h)
-	}
-	return h != h0
+	r.pipe.push(ev)
 }
 
 // Flush returns once every event recorded before the call has been
 // turned into spans and metrics (and handed to the SDK, which may still
 // buffer them: call the provider's ForceFlush to export).
 func (r *Recorder) Flush() {
-	if r.sync || r.closed {
-		return
+	if r.pipe != nil {
+		r.pipe.flush()
 	}
-	fc := make(chan struct{})
-	r.flushc <- fc
-	<-fc
 }
 
 // DroppedEvents returns how many events were dropped because the ring was
 // full.
-func (r *Recorder) DroppedEvents() int64 { return r.droppedEvents.Load() }
+func (r *Recorder) DroppedEvents() int64 {
+	if r.pipe == nil {
+		return 0
+	}
+	return r.pipe.dropped.Load()
+}
 
 // DroppedTransfers returns how many transfers were not traced because the
 // table was full.
@@ -518,6 +392,7 @@ func (r *Recorder) process(ev *multipath.Event) {
 	case kindPFC:
 		r.pfcPause(ev.Path, ev.Now, ev.Latency)
 	case kindClose:
+		r.abandonBegun(ev.Now)
 		for len(r.live) > 0 {
 			e := multipath.Event{Now: ev.Now, Transfer: r.slots[r.live[0]].id}
 			r.transferEnd(&e, schema.TransferAbandoned, "recorder closed")
@@ -561,8 +436,12 @@ func (r *Recorder) transferStart(ev *multipath.Event) {
 		// Close the old trace so the new one starts clean.
 		r.transferEnd(ev, schema.TransferAbandoned, "transfer id reused while live")
 	}
+	begun, hasBegun := r.takeBegun(ev.Transfer)
 	if len(r.free) == 0 {
 		r.dropped.Add(1)
+		if hasBegun {
+			endAbandoned(begun.span, r.wall(ev.Now), "transfer table full (Config.MaxTransfers)")
+		}
 		return
 	}
 	i := r.free[len(r.free)-1]
@@ -583,6 +462,22 @@ func (r *Recorder) transferStart(ev *multipath.Event) {
 	n := int(ev.Chunk)
 	s.chunks = slices.Grow(s.chunks[:0], n)[:n]
 	clear(s.chunks)
+	if hasBegun {
+		// Started by BeginTransfer: the span, its ids (already on the
+		// control channel) and its processors are known; add what the
+		// engine knows.
+		s.ctx, s.span, s.sc = begun.ctx, begun.span, begun.span.SpanContext()
+		s.span.SetAttributes(
+			attribute.Int64(schema.AttrTransferBytes, int64(ev.Bytes)),
+			attribute.Int64(schema.AttrTransferChunks, int64(ev.Chunk)),
+			attribute.Int64(schema.AttrChunkSize, int64(ev.Size)),
+		)
+		s.recording = s.span.IsRecording()
+		if len(begun.procs) > 0 && s.recording {
+			r.useFastPath(s, begun.procs)
+		}
+		return
+	}
 	a := append(r.attrs[:0],
 		attribute.Int64(schema.AttrTransferID, int64(ev.Transfer)),
 		attribute.Int64(schema.AttrTransferBytes, int64(ev.Bytes)),
@@ -604,19 +499,19 @@ func (r *Recorder) transferStart(ev *multipath.Event) {
 	s.ctx, s.span, s.sc = ctx, span, span.SpanContext()
 	s.recording = span.IsRecording()
 	if len(r.hs.procs) > 0 && s.recording {
-		r.useFastPath(s)
+		r.useFastPath(s, r.hs.procs)
 	}
 }
 
 // useFastPath makes slot s's chunk spans go to the processors that
 // answered the handshake, with the resource and scope of its span.
-func (r *Recorder) useFastPath(s *transferSlot) {
+func (r *Recorder) useFastPath(s *transferSlot, procs []*spanProcessor) {
 	ro, ok := s.span.(sdktrace.ReadOnlySpan)
 	if !ok {
 		return
 	}
-	if !slices.Equal(r.hs.procs, r.fast) {
-		r.fast = slices.Clone(r.hs.procs)
+	if !slices.Equal(procs, r.fast) {
+		r.fast = slices.Clone(procs)
 	}
 	if r.src == nil { // r.tracer, hence resource and scope, never change
 		r.src = &spanSource{res: ro.Resource(), scope: ro.InstrumentationScope(), tp: s.span.TracerProvider()}
@@ -917,18 +812,9 @@ func (r *Recorder) pfcPause(path int, now vtime.Time, d time.Duration) {
 // providers down. Later Record calls are ignored; Close is idempotent.
 func (r *Recorder) Close(now vtime.Time) {
 	ev := multipath.Event{Kind: kindClose, Now: now}
-	if r.sync {
+	if r.pipe == nil {
 		r.process(&ev)
 		return
 	}
-	if r.closed {
-		return
-	}
-	for !r.push(&ev) { // the ring is full: wait for the worker
-		r.droppedEvents.Add(-1)
-		time.Sleep(100 * time.Microsecond)
-	}
-	r.closed = true
-	close(r.stop)
-	<-r.done
+	r.pipe.close(&ev)
 }

@@ -58,6 +58,15 @@ type SetupConfig struct {
 	SyncExport bool
 	// Attributes are added to the resource.
 	Attributes []attribute.KeyValue
+	// TracesExporter and MetricsExporter, if set, replace the
+	// OTEL_TRACES_EXPORTER and OTEL_METRICS_EXPORTER variables (same
+	// syntax: a comma-separated list of otlp, file, console, none).
+	TracesExporter, MetricsExporter string
+	// TraceFile, if set, sends both signals to the file exporter writing
+	// to this path, whatever TracesExporter, MetricsExporter, the
+	// OTEL_*_EXPORTER variables, MPTX_OTEL_FILE and File say: the
+	// commands' --trace FILE.
+	TraceFile string
 }
 
 // Telemetry holds the providers Setup built. Pass them to NewRecorder's
@@ -141,13 +150,16 @@ func Setup(ctx context.Context, cfg SetupConfig) (*Telemetry, error) {
 	if v := os.Getenv("OTEL_SDK_DISABLED"); strings.EqualFold(strings.TrimSpace(v), "true") {
 		return t, nil
 	}
-	traceKinds, err := exporterList("OTEL_TRACES_EXPORTER")
+	traceKinds, err := exporterList(exporterSetting("OTEL_TRACES_EXPORTER", "SetupConfig.TracesExporter", cfg.TracesExporter))
 	if err != nil {
 		return nil, err
 	}
-	metricKinds, err := exporterList("OTEL_METRICS_EXPORTER")
+	metricKinds, err := exporterList(exporterSetting("OTEL_METRICS_EXPORTER", "SetupConfig.MetricsExporter", cfg.MetricsExporter))
 	if err != nil {
 		return nil, err
+	}
+	if cfg.TraceFile != "" {
+		traceKinds, metricKinds = []string{"file"}, []string{"file"}
 	}
 	sampler := cfg.Sampler
 	if sampler == nil {
@@ -174,7 +186,10 @@ func Setup(ctx context.Context, cfg SetupConfig) (*Telemetry, error) {
 			sink.name = "writer"
 			return sink, "file:writer", nil
 		}
-		path := os.Getenv("MPTX_OTEL_FILE")
+		path := cfg.TraceFile
+		if path == "" {
+			path = os.Getenv("MPTX_OTEL_FILE")
+		}
 		if path == "" {
 			path = cfg.File
 		}
@@ -288,9 +303,18 @@ func Setup(ctx context.Context, cfg SetupConfig) (*Telemetry, error) {
 
 var exporterKinds = []string{"otlp", "file", "console", "none"}
 
-// exporterList parses an OTEL_*_EXPORTER variable; unset means [file].
-func exporterList(env string) ([]string, error) {
-	v := strings.TrimSpace(os.Getenv(env))
+// exporterSetting returns the exporter list to parse and the name of
+// where it came from: override (named field) when set, else variable env.
+func exporterSetting(env, field, override string) (name, value string) {
+	if v := strings.TrimSpace(override); v != "" {
+		return field, v
+	}
+	return env, strings.TrimSpace(os.Getenv(env))
+}
+
+// exporterList parses an exporter list (from an OTEL_*_EXPORTER variable
+// or its SetupConfig override, named env in errors); empty means [file].
+func exporterList(env, v string) ([]string, error) {
 	if v == "" {
 		return []string{"file"}, nil
 	}

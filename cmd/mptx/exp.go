@@ -77,10 +77,11 @@ func completeSuites(_ *cobra.Command, _ []string, prefix string) ([]string, cobr
 
 func expRunCmd() *cobra.Command {
 	var (
-		out, shard     string
-		workers        int
-		force, noPlots bool
-		quiet, dryRun  bool
+		out, shard      string
+		workers         int
+		force, noPlots  bool
+		quiet, dryRun   bool
+		trace, traceRun string
 	)
 	cmd := &cobra.Command{
 		Use:   "run [SPEC|DIR|SUITE...]",
@@ -130,6 +131,9 @@ shared directory or several, then mptx exp merge.`,
 			// stop; finished runs are already saved, so a rerun resumes.
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if ctx, err = traceSweep(ctx, trace, traceRun, cmd.ErrOrStderr()); err != nil {
+				return err
+			}
 			start := time.Now()
 			nw := workers
 			if nw == 0 {
@@ -165,6 +169,8 @@ shared directory or several, then mptx exp merge.`,
 	f.BoolVar(&noPlots, "no-plots", false, "skip the PNG/SVG plots")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar")
 	f.BoolVar(&dryRun, "dry-run", false, "list the runs (and their hashes) without running them")
+	f.StringVar(&trace, "trace", "", "trace the runs executed now into DIR, one OTLP JSON lines file per run (<scenario>-<hash>.otlp.jsonl; off by default; reused runs are not run: add --force)")
+	f.StringVar(&traceRun, "trace-run", "", "with --trace: trace only the runs matching this shell pattern on scenario/label/seedN (incast/dcqcn-nopace/seed1: the policy's short label, dashes for spaces), or a hash (prefix)")
 	return cmd
 }
 

@@ -26,6 +26,7 @@ func simCmd() *cobra.Command {
 		seed                      int64
 		fctOut, compare, jsonOut  string
 		stop                      time.Duration
+		trace                     traceFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "sim [SPEC]",
@@ -120,8 +121,15 @@ side by side with ours.`,
 				}
 			}
 			run := experiments.Run{Spec: spec, Policy: pol, Seed: seed, Hash: experiments.RunHash(spec, pol, seed)}
+			ctx, finishTrace, err := traceSim(context.Background(), &trace, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
 			t0 := time.Now()
-			res, err := experiments.SimRun(context.Background(), run)
+			res, err := experiments.SimRun(ctx, run)
+			if terr := finishTrace(); err == nil {
+				err = terr
+			}
 			if err != nil {
 				return err
 			}
@@ -178,6 +186,7 @@ side by side with ours.`,
 	f.StringVar(&fctOut, "fct-out", "", "write HPCC ns-3 fct.txt here")
 	f.StringVar(&compare, "compare", "", "another simulator's fct.txt for the same flows, to compare")
 	f.StringVar(&jsonOut, "json", "", "write the full result (row, flows, series) as JSON here")
+	trace.register(cmd)
 	_ = cmd.MarkFlagFilename("ns3-topology", "txt")
 	_ = cmd.MarkFlagFilename("ns3-flows", "txt")
 	_ = cmd.MarkFlagFilename("htsim", "cm")

@@ -26,6 +26,42 @@ type Options struct {
 	// below this fraction of the median path's is called the bottleneck.
 	// Zero means 0.75.
 	SlowFactor float64
+	// StallFactor: a transfer is receiver-bound when the receiver spent
+	// more than this multiple of the transfer's network time (the
+	// sender's completion) after the last chunk arrived (its lag), and at
+	// least MinStall. Zero means 0.5.
+	StallFactor float64
+	// MinStall is the least receiver lag called a stall. Zero means 100µs.
+	MinStall time.Duration
+}
+
+// withDefaults fills opt's zero fields and validates it.
+func (opt Options) withDefaults() (Options, error) {
+	if opt.StragglerFactor == 0 {
+		opt.StragglerFactor = 2
+	}
+	if opt.SlowFactor == 0 {
+		opt.SlowFactor = 0.75
+	}
+	if opt.StallFactor == 0 {
+		opt.StallFactor = 0.5
+	}
+	if opt.MinStall == 0 {
+		opt.MinStall = 100 * time.Microsecond
+	}
+	if opt.StragglerFactor < 1 || math.IsNaN(opt.StragglerFactor) || math.IsInf(opt.StragglerFactor, 0) {
+		return opt, fmt.Errorf("analyze: StragglerFactor = %v: want >= 1", opt.StragglerFactor)
+	}
+	if opt.SlowFactor <= 0 || opt.SlowFactor > 1 || math.IsNaN(opt.SlowFactor) {
+		return opt, fmt.Errorf("analyze: SlowFactor = %v: want in (0, 1]", opt.SlowFactor)
+	}
+	if opt.StallFactor <= 0 || math.IsNaN(opt.StallFactor) || math.IsInf(opt.StallFactor, 0) {
+		return opt, fmt.Errorf("analyze: StallFactor = %v: want > 0", opt.StallFactor)
+	}
+	if opt.MinStall < 0 {
+		return opt, fmt.Errorf("analyze: MinStall = %v: want >= 0", opt.MinStall)
+	}
+	return opt, nil
 }
 
 // Report is the analysis of every transfer found, in start order.
@@ -38,6 +74,7 @@ type Report struct {
 type Transfer struct {
 	TraceID    string        `json:"trace_id"`
 	ID         int64         `json:"transfer_id"`
+	Name       string        `json:"name,omitempty"`
 	Service    string        `json:"service,omitempty"`
 	Outcome    string        `json:"outcome"` // done, failed, abandoned, incomplete (no transfer span)
 	Error      string        `json:"error,omitempty"`
@@ -64,8 +101,67 @@ type Transfer struct {
 	StragglerFactor float64       `json:"straggler_factor"`
 	MedianLatency   time.Duration `json:"median_chunk_latency_ns"`
 
+	// Receiver is the receiving end's view of the transfer (its
+	// mptx.receive and mptx.recv.chunk spans in the same trace), if any.
+	Receiver *ReceiverView `json:"receiver,omitempty"`
+	// ReceiverBound, when set, says why the transfer was receiver-bound:
+	// the receiver spent more than Options.StallFactor × the network time
+	// after the last chunk arrived.
+	ReceiverBound string `json:"receiver_bound,omitempty"`
+
 	// Attempts are every chunk attempt, in start order (for Timeline).
 	Attempts []Attempt `json:"-"`
+	// Events are the path events on the transfer span, in time order (for
+	// Timeline).
+	Events []PathEvent `json:"-"`
+
+	key      key
+	attempts int  // len(Attempts) when finished
+	slim     bool // a copy reduced to what aggregation needs
+}
+
+// PathEvent is a path event recorded on a transfer span.
+type PathEvent struct {
+	Name string        // schema.EventPathDown, EventPathUp, EventPathQuarantine, EventRequeue, EventCNPBurst, EventPFCPause
+	Path int           // the path
+	At   time.Duration // since the transfer's start
+	// Chunk is the requeued chunk (EventRequeue), the CNP count
+	// (EventCNPBurst); Dur the pause (EventPFCPause) or backoff
+	// (EventPathQuarantine).
+	Chunk int64
+	Dur   time.Duration
+}
+
+// ReceiverView is a transfer as its receiver saw it, on the receiver's
+// clock: network time is the sender's business (Transfer.Completion);
+// receiver time is what happened after each chunk arrived.
+type ReceiverView struct {
+	Service  string        `json:"service,omitempty"`
+	Peer     string        `json:"peer,omitempty"` // the sender
+	Outcome  string        `json:"outcome"`
+	Error    string        `json:"error,omitempty"`
+	Start    time.Time     `json:"start"`
+	Duration time.Duration `json:"duration_ns"` // announcement to done, receiver clock
+	// Chunks arrived, Duplicates (arrived again), Rejected (hand-off
+	// refused by the application).
+	Chunks     int `json:"chunks"`
+	Duplicates int `json:"duplicates"`
+	Rejected   int `json:"rejected"`
+	// LastArrival is the last chunk's arrival since Start; Lag the time
+	// from it to the end: the receiver's share after the network
+	// delivered everything.
+	LastArrival time.Duration `json:"last_arrival_ns"`
+	Lag         time.Duration `json:"lag_ns"`
+	// Completion-queue wait (arrival to poll) and hand-off (the
+	// application's OnChunk) per chunk: nearest-rank percentiles over the
+	// receiver's chunk spans (the maxima and the total also from the
+	// receive span when its chunk spans are missing).
+	QueueP50     time.Duration `json:"queue_p50_ns"`
+	QueueP99     time.Duration `json:"queue_p99_ns"`
+	QueueMax     time.Duration `json:"queue_max_ns"`
+	HandoffP50   time.Duration `json:"handoff_p50_ns"`
+	HandoffP99   time.Duration `json:"handoff_p99_ns"`
+	HandoffTotal time.Duration `json:"handoff_total_ns"`
 }
 
 // Critical describes the chunk acknowledged last: it set the completion
@@ -85,6 +181,7 @@ type Critical struct {
 type PathStats struct {
 	Path       int           `json:"path"`
 	Device     string        `json:"device,omitempty"`
+	NIC        string        `json:"nic,omitempty"`
 	QPN        int64         `json:"qpn,omitempty"`
 	Bytes      units.Bytes   `json:"bytes"` // acknowledged
 	Share      float64       `json:"share"` // of all acknowledged bytes
@@ -136,19 +233,27 @@ type key struct {
 	id    int64
 }
 
+// builder collects one transfer's spans, both ends, until it is
+// finalized.
 type builder struct {
 	t        *Transfer
-	hasSpan  bool
+	hasSpan  bool // the sender's mptx.transfer span arrived
 	start    pcommon.Timestamp
 	end      pcommon.Timestamp
 	attempts []rawAttempt
 	events   []rawEvent
+	seen     map[pcommon.SpanID]struct{} // duplicate spans are dropped
+
+	recv      *spanRec  // the mptx.receive span, once arrived
+	recvParts []recvRaw // its mptx.recv.chunk spans
+	rv        *ReceiverView
 }
 
 type rawAttempt struct {
 	Attempt
 	start, end pcommon.Timestamp
 	device     string
+	nic        string
 	qpn        int64
 	rtt        int64
 }
@@ -158,199 +263,169 @@ type rawEvent struct {
 	path  int
 	count int64
 	dur   time.Duration
+	at    pcommon.Timestamp
 }
 
-// Analyze computes the report for every transfer in td. It returns an
-// error if td holds no mptx spans or a span is malformed.
-func Analyze(td ptrace.Traces, opt Options) (*Report, error) {
-	if opt.StragglerFactor == 0 {
-		opt.StragglerFactor = 2
+type recvRaw struct {
+	queue, handoff time.Duration
+	rejected       bool
+}
+
+// add adds one span; it reports false for a span already seen.
+func (b *builder) add(r *spanRec) bool {
+	if b.seen == nil {
+		b.seen = map[pcommon.SpanID]struct{}{}
 	}
-	if opt.SlowFactor == 0 {
-		opt.SlowFactor = 0.75
+	if _, dup := b.seen[r.span]; dup {
+		return false
 	}
-	if opt.StragglerFactor < 1 || math.IsNaN(opt.StragglerFactor) {
-		return nil, fmt.Errorf("analyze: StragglerFactor = %v: want >= 1", opt.StragglerFactor)
-	}
-	if opt.SlowFactor <= 0 || opt.SlowFactor > 1 || math.IsNaN(opt.SlowFactor) {
-		return nil, fmt.Errorf("analyze: SlowFactor = %v: want in (0, 1]", opt.SlowFactor)
-	}
-	builders := map[key]*builder{}
-	var order []key
-	seen := map[[24]byte]bool{} // trace+span id: drop duplicate spans
-	get := func(k key) *builder {
-		b := builders[k]
-		if b == nil {
-			b = &builder{t: &Transfer{TraceID: k.trace.String(), ID: k.id}}
-			builders[k] = b
-			order = append(order, k)
+	b.seen[r.span] = struct{}{}
+	switch r.kind {
+	case recTransfer:
+		t := b.t
+		if r.service != "" {
+			t.Service = r.service
 		}
-		return b
-	}
-	spans := 0
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		rs := rss.At(i)
-		service := ""
-		if v, ok := rs.Resource().Attributes().Get(schema.AttrServiceName); ok {
-			service = v.AsString()
+		b.hasSpan = true
+		b.start, b.end = r.start, r.end
+		t.Bytes, t.ChunkSize, t.Chunks, t.Paths = units.Bytes(r.bytes), units.Bytes(r.chunkSize), int(r.chunks), int(r.paths)
+		t.CC, t.Backend, t.Peer, t.Name = r.cc, r.backend, r.peer, r.name
+		t.Outcome = cmp.Or(r.outcome, "unknown")
+		if t.Outcome != schema.TransferDone {
+			t.Error = r.errMsg
 		}
-		sss := rs.ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			ss := sss.At(j).Spans()
-			for k := 0; k < ss.Len(); k++ {
-				sp := ss.At(k)
-				spans++
-				if sp.Name() != schema.SpanTransfer && sp.Name() != schema.SpanChunk {
-					continue
-				}
-				var sk [24]byte
-				tid, sid := sp.TraceID(), sp.SpanID()
-				copy(sk[:16], tid[:])
-				copy(sk[16:], sid[:])
-				if seen[sk] {
-					continue
-				}
-				seen[sk] = true
-				a := sp.Attributes()
-				id, ok := intAttr(a, schema.AttrTransferID)
-				if !ok {
-					return nil, fmt.Errorf("analyze: span %s %s has no %s attribute", sp.Name(), sid, schema.AttrTransferID)
-				}
-				if sp.EndTimestamp() < sp.StartTimestamp() {
-					return nil, fmt.Errorf("analyze: span %s %s ends (%d) before it starts (%d)", sp.Name(), sid, sp.EndTimestamp(), sp.StartTimestamp())
-				}
-				b := get(key{tid, id})
-				if service != "" {
-					b.t.Service = service
-				}
-				if sp.Name() == schema.SpanTransfer {
-					if err := b.transferSpan(sp); err != nil {
-						return nil, err
-					}
-				} else if err := b.chunkSpan(sp); err != nil {
-					return nil, err
-				}
+		b.events = r.events
+	case recChunk:
+		if r.service != "" && b.t.Service == "" {
+			b.t.Service = r.service
+		}
+		b.attempts = append(b.attempts, rawAttempt{
+			Attempt: Attempt{Chunk: r.index, Path: int(r.path), Try: int(r.attempt), Bytes: units.Bytes(r.chunkBytes),
+				Outcome: r.outcome, Reason: r.reason, ECN: r.ecn},
+			start: r.start, end: r.end, device: r.device, nic: r.nic, qpn: r.qpn, rtt: r.rtt,
+		})
+	case recReceive:
+		rc := *r
+		b.recv = &rc
+	case recRecvChunk:
+		b.recvParts = append(b.recvParts, recvRaw{queue: time.Duration(r.queue), handoff: time.Duration(r.handoff), rejected: r.reason != ""})
+	}
+	return true
+}
+
+// hasSender reports whether any sender span arrived.
+func (b *builder) hasSender() bool { return b.hasSpan || len(b.attempts) > 0 }
+
+// finishReceiver computes the receiver's view from its spans.
+func (b *builder) finishReceiver() *ReceiverView {
+	r := b.recv
+	rv := &ReceiverView{Service: r.service, Peer: r.peer, Outcome: cmp.Or(r.outcome, "unknown"),
+		Start: r.start.AsTime().UTC(), Duration: time.Duration(r.end - r.start),
+		Chunks: int(r.recvChunks), Duplicates: int(r.dups),
+		QueueMax: time.Duration(r.queueMax), HandoffTotal: time.Duration(r.handoffSum)}
+	if rv.Outcome != schema.TransferDone {
+		rv.Error = r.errMsg
+	}
+	if r.hasArrival {
+		rv.LastArrival, rv.Lag = time.Duration(r.lastArrival), time.Duration(r.lag)
+	}
+	if len(b.recvParts) > 0 {
+		q := make([]time.Duration, 0, len(b.recvParts))
+		h := make([]time.Duration, 0, len(b.recvParts))
+		var sum time.Duration
+		for _, p := range b.recvParts {
+			q = append(q, p.queue)
+			h = append(h, p.handoff)
+			sum += p.handoff
+			if p.rejected {
+				rv.Rejected++
 			}
 		}
+		rv.QueueP50, rv.QueueP99 = percentile(q, 50), percentile(q, 99)
+		rv.QueueMax = max(rv.QueueMax, q[len(q)-1])
+		rv.HandoffP50, rv.HandoffP99 = percentile(h, 50), percentile(h, 99)
+		rv.HandoffTotal = max(rv.HandoffTotal, sum)
+	}
+	b.recv, b.recvParts = nil, b.recvParts[:0]
+	return rv
+}
+
+// attach joins the receiver's view to t and decides whether t was
+// receiver-bound.
+func attach(t *Transfer, rv *ReceiverView, opt Options) {
+	t.Receiver = rv
+	t.ReceiverBound = ""
+	if rv.Lag < opt.MinStall || t.Completion <= 0 || t.Outcome == "incomplete" {
+		return
+	}
+	if float64(rv.Lag) <= opt.StallFactor*float64(t.Completion) {
+		return
+	}
+	var most string
+	switch {
+	case rv.HandoffTotal >= rv.QueueMax && rv.HandoffTotal > 0:
+		most = fmt.Sprintf("the application's hand-off (%v in all, p99 %v per chunk)", round(rv.HandoffTotal), round(rv.HandoffP99))
+	case rv.QueueMax > 0:
+		most = fmt.Sprintf("completions waiting to be polled (up to %v: the receiver was not polling)", round(rv.QueueMax))
+	default:
+		most = "neither hand-off nor polling: the receiver's own completion"
+	}
+	t.ReceiverBound = fmt.Sprintf("receiver lag %v after the last chunk arrived vs %v network time; most of it %s", round(rv.Lag), round(t.Completion), most)
+}
+
+// Analyze computes the report for every transfer in td, sender and
+// receiver spans joined by trace and transfer id. It returns an error if
+// td holds no mptx spans or a span is malformed. For many transfers read
+// with Scan instead: it holds only what is needed at a time.
+func Analyze(td ptrace.Traces, opt Options) (*Report, error) {
+	opt, err := opt.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	recs, spans, err := extract(td, nil)
+	if err != nil {
+		return nil, err
 	}
 	if spans == 0 {
 		return nil, ErrNoSpans
 	}
-	if len(order) == 0 {
-		return nil, fmt.Errorf("analyze: %d spans but none named %s or %s: not an mptx trace", spans, schema.SpanTransfer, schema.SpanChunk)
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("analyze: %d spans but none named %s, %s, %s or %s: not an mptx trace", spans, schema.SpanTransfer, schema.SpanChunk, schema.SpanReceive, schema.SpanRecvChunk)
 	}
-	rep := &Report{}
-	for _, k := range order {
-		rep.Transfers = append(rep.Transfers, builders[k].finish(opt))
+	c := &collector{opt: opt, byKey: map[key]*Transfer{}}
+	st := newStream(opt, c)
+	st.add(recs)
+	st.close()
+	return &Report{Transfers: c.sorted()}, nil
+}
+
+// collector is the sink that keeps every transfer (Analyze).
+type collector struct {
+	opt   Options
+	all   []*Transfer
+	byKey map[key]*Transfer
+}
+
+func (c *collector) transfer(t *Transfer) {
+	c.all = append(c.all, t)
+	c.byKey[t.key] = t
+}
+
+func (c *collector) lateReceiver(k key, rv *ReceiverView) {
+	if t := c.byKey[k]; t != nil {
+		attach(t, rv, c.opt)
 	}
-	slices.SortStableFunc(rep.Transfers, func(a, b *Transfer) int {
-		if c := a.Start.Compare(b.Start); c != 0 {
-			return c
+}
+
+// sorted returns the transfers in start order (then id).
+func (c *collector) sorted() []*Transfer {
+	slices.SortStableFunc(c.all, func(a, b *Transfer) int {
+		if x := a.Start.Compare(b.Start); x != 0 {
+			return x
 		}
 		return cmp.Compare(a.ID, b.ID)
 	})
-	return rep, nil
-}
-
-func intAttr(m pcommon.Map, k string) (int64, bool) {
-	v, ok := m.Get(k)
-	if !ok {
-		return 0, false
-	}
-	switch v.Type() {
-	case pcommon.ValueTypeInt:
-		return v.Int(), true
-	case pcommon.ValueTypeDouble:
-		return int64(v.Double()), true
-	case pcommon.ValueTypeStr: // some backends stringify integers
-		var n int64
-		if _, err := fmt.Sscan(v.Str(), &n); err == nil {
-			return n, true
-		}
-	}
-	return 0, false
-}
-
-func strAttr(m pcommon.Map, k string) string {
-	if v, ok := m.Get(k); ok {
-		return v.AsString()
-	}
-	return ""
-}
-
-func (b *builder) transferSpan(sp ptrace.Span) error {
-	a := sp.Attributes()
-	t := b.t
-	b.hasSpan = true
-	b.start, b.end = sp.StartTimestamp(), sp.EndTimestamp()
-	n, _ := intAttr(a, schema.AttrTransferBytes)
-	cs, _ := intAttr(a, schema.AttrChunkSize)
-	chunks, _ := intAttr(a, schema.AttrTransferChunks)
-	paths, _ := intAttr(a, schema.AttrPaths)
-	if n < 0 || cs < 0 || chunks < 0 || paths < 0 || chunks > 1<<32 || paths > 1<<16 {
-		return fmt.Errorf("analyze: transfer span %s: negative or absurd size attributes (bytes %d, chunk size %d, chunks %d, paths %d)", sp.SpanID(), n, cs, chunks, paths)
-	}
-	t.Bytes, t.ChunkSize, t.Chunks, t.Paths = units.Bytes(n), units.Bytes(cs), int(chunks), int(paths)
-	t.CC = strAttr(a, schema.AttrCC)
-	t.Backend = strAttr(a, schema.AttrBackend)
-	t.Peer = strAttr(a, schema.AttrNetworkPeerAddress)
-	t.Outcome = strAttr(a, schema.AttrTransferOutcome)
-	if t.Outcome == "" {
-		t.Outcome = "unknown"
-	}
-	if t.Outcome != schema.TransferDone {
-		t.Error = strAttr(a, schema.AttrErrorType)
-		if t.Error == "" {
-			t.Error = sp.Status().Message()
-		}
-	}
-	evs := sp.Events()
-	for i := 0; i < evs.Len(); i++ {
-		e := evs.At(i)
-		ea := e.Attributes()
-		p, _ := intAttr(ea, schema.AttrPath)
-		re := rawEvent{name: e.Name(), path: int(p)}
-		switch e.Name() {
-		case schema.EventCNPBurst:
-			re.count, _ = intAttr(ea, schema.AttrCNPCount)
-		case schema.EventPFCPause:
-			d, _ := intAttr(ea, schema.AttrPauseNs)
-			re.dur = time.Duration(d)
-		case schema.EventPathDown:
-		default:
-			continue
-		}
-		b.events = append(b.events, re)
-	}
-	return nil
-}
-
-func (b *builder) chunkSpan(sp ptrace.Span) error {
-	a := sp.Attributes()
-	var ra rawAttempt
-	ra.start, ra.end = sp.StartTimestamp(), sp.EndTimestamp()
-	ra.Chunk, _ = intAttr(a, schema.AttrChunkIndex)
-	p, ok := intAttr(a, schema.AttrPath)
-	if !ok || p < 0 || p > 1<<16 {
-		return fmt.Errorf("analyze: chunk span %s: %s = %d (present %v): want 0..65536", sp.SpanID(), schema.AttrPath, p, ok)
-	}
-	ra.Path = int(p)
-	at, _ := intAttr(a, schema.AttrAttempt)
-	ra.Try = int(at)
-	n, _ := intAttr(a, schema.AttrChunkBytes)
-	if n < 0 {
-		return fmt.Errorf("analyze: chunk span %s: %s = %d: want >= 0", sp.SpanID(), schema.AttrChunkBytes, n)
-	}
-	ra.Bytes = units.Bytes(n)
-	ra.Outcome = strAttr(a, schema.AttrChunkOutcome)
-	ra.Reason = strAttr(a, schema.AttrErrorType)
-	ra.ECN, _ = intAttr(a, schema.AttrChunkECN)
-	ra.device = strAttr(a, schema.AttrDevice)
-	ra.qpn, _ = intAttr(a, schema.AttrQPN)
-	ra.rtt, _ = intAttr(a, schema.AttrChunkRTT)
-	b.attempts = append(b.attempts, ra)
-	return nil
+	return c.all
 }
 
 // finish computes the transfer's figures.
@@ -391,7 +466,7 @@ func (b *builder) finish(opt Options) *Transfer {
 		t.Attempts = append(t.Attempts, a.Attempt)
 		ps := pathOf(a.Path)
 		if ps.Device == "" {
-			ps.Device, ps.QPN = a.device, a.qpn
+			ps.Device, ps.QPN, ps.NIC = a.device, a.qpn, a.nic
 		}
 		attemptsPerChunk[a.Chunk] = max(attemptsPerChunk[a.Chunk], a.Try)
 		switch a.Outcome {
@@ -421,19 +496,21 @@ func (b *builder) finish(opt Options) *Transfer {
 		}
 	}
 	for _, e := range b.events {
-		ps := pathOf(e.path)
 		switch e.name {
 		case schema.EventPathDown:
-			ps.Down++
+			pathOf(e.path).Down++
 		case schema.EventCNPBurst:
-			ps.CNPs += e.count
+			pathOf(e.path).CNPs += e.count
 		case schema.EventPFCPause:
-			ps.PFCPause += e.dur
+			pathOf(e.path).PFCPause += e.dur
 		}
+		t.Events = append(t.Events, PathEvent{Name: e.name, Path: e.path, At: off(e.at), Chunk: e.count, Dur: e.dur})
 	}
+	slices.SortStableFunc(t.Events, func(x, y PathEvent) int { return cmp.Compare(x.At, y.At) })
 	if t.Bytes > 0 && t.Completion > 0 && t.Outcome == schema.TransferDone {
 		t.Goodput = units.RateOf(t.Bytes, t.Completion)
 	}
+	t.attempts = len(t.Attempts)
 	t.MedianLatency = percentile(all, 50)
 	t.StragglerFactor = opt.StragglerFactor
 

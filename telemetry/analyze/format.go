@@ -89,7 +89,11 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		if i > 0 {
 			ew.printf("\n")
 		}
-		ew.printf("transfer %d  trace %s  %s", t.ID, t.TraceID, t.Outcome)
+		ew.printf("transfer %d", t.ID)
+		if t.Name != "" {
+			ew.printf(" %q", t.Name)
+		}
+		ew.printf("  trace %s  %s", t.TraceID, t.Outcome)
 		if t.Error != "" {
 			ew.printf(" (%s)", t.Error)
 		}
@@ -118,6 +122,25 @@ func (rep *Report) WriteTable(w io.Writer) error {
 				c.Chunk, c.Path, dev, c.Attempts, round(c.Start), round(c.Finish), round(c.Latency))
 			for _, y := range c.Why {
 				ew.printf("    why: %s\n", y)
+			}
+		}
+		if r := t.Receiver; r != nil {
+			svc := ""
+			if r.Service != "" {
+				svc = " (" + r.Service + ")"
+			}
+			ew.printf("  receiver%s: %s, %d chunks, last arrival +%v, lag %v after it (network time %v); completion-queue wait p50 %v p99 %v max %v; hand-off p50 %v p99 %v, %v in all",
+				svc, r.Outcome, r.Chunks, round(r.LastArrival), round(r.Lag), round(t.Completion), round(r.QueueP50), round(r.QueueP99), round(r.QueueMax),
+				round(r.HandoffP50), round(r.HandoffP99), round(r.HandoffTotal))
+			if r.Duplicates > 0 || r.Rejected > 0 {
+				ew.printf("; duplicates %d, rejected %d", r.Duplicates, r.Rejected)
+			}
+			if r.Error != "" {
+				ew.printf("; error: %s", r.Error)
+			}
+			ew.printf("\n")
+			if t.ReceiverBound != "" {
+				ew.printf("    receiver-bound: %s\n", t.ReceiverBound)
 			}
 		}
 		ew.printf("  imbalance %.3f (max/mean path finish)  requeues %d  stragglers %d (latency > %g× its path's median)  median chunk latency %v",

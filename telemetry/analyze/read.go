@@ -1,21 +1,36 @@
-// Package analyze answers the question users ask after a slow transfer —
-// where did the time go, on which path, and why — from the spans mptx's
-// telemetry exports (package telemetry; names in telemetry/schema).
+// Package analyze answers the questions asked after slow transfers —
+// where did the time go, on which path, and why; and across an hour of
+// traffic, which path or NIC is usually the bottleneck, which receiver
+// stalls, what failed — from the spans and metrics mptx's telemetry
+// exports (package telemetry; names in telemetry/schema).
 //
 // Input is OTLP JSON as the OpenTelemetry collector's file exporter and
-// mptx's own file exporter write it: one ExportTraceServiceRequest per
-// line. A single (possibly pretty-printed) document, and Jaeger's API v3
-// responses ({"result": {...}} per line), are accepted too. Parsing is
-// done by the collector's pdata unmarshaler (ptrace.JSONUnmarshaler), never
-// by hand; lines holding metrics or logs are skipped.
+// mptx's own file exporter write it: one ExportTraceServiceRequest or
+// ExportMetricsServiceRequest per line. A single (possibly pretty-printed)
+// document, Jaeger's API v3 responses ({"result": {...}} per line) and a
+// running Jaeger's query API (JaegerSource) are accepted too.
 //
-// Analyze groups chunk-attempt spans by transfer and computes, per
-// transfer: completion time; the critical chunk (the one acknowledged
-// last), its path, its attempts and the reasons it was late; per-path
-// bytes, share, throughput, chunk latency p50/p99 and finish time; the
-// imbalance between paths (max/mean path finish time); requeues and
-// stragglers. WriteTable, WriteJSON and WriteCSV format the report;
-// Timeline draws a per-path Gantt chart.
+// Two entry points:
+//
+//   - Scan reads any number of files, directories, standard input and
+//     Jaeger queries as a stream, selects transfers (Filter) and returns a
+//     Summary: per-path and per-device latency and rate percentiles,
+//     bottleneck frequency, requeue and path-down rates, receivers'
+//     stalls, failures with reasons, findings, and what the metric lines
+//     say; it keeps a few transfers whole (ScanConfig.Detail). Its memory
+//     does not grow with the number of spans (see stream and hist), and a
+//     fast decoder does the bulk of the parsing (see fastDecoder).
+//   - Analyze computes every transfer of an in-memory ptrace.Traces in
+//     detail: completion time; the critical chunk (the one acknowledged
+//     last), its path, its attempts and the reasons it was late; per-path
+//     bytes, share, throughput, chunk latency p50/p99 and finish time; the
+//     imbalance between paths; requeues and stragglers; and, when the
+//     receiver's spans are in the same trace, the receiver's view
+//     (network time vs receiver time).
+//
+// Report.WriteTable, WriteJSON and WriteCSV format transfers; Summary's
+// methods the aggregate; Timeline draws a per-path Gantt chart (PNG/SVG)
+// and TimelineHTML an interactive page.
 package analyze
 
 import (
@@ -23,7 +38,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -47,15 +61,6 @@ func ReadFiles(paths ...string) (ptrace.Traces, error) {
 		td.ResourceSpans().MoveAndAppendTo(all.ResourceSpans())
 	}
 	return all, nil
-}
-
-// Read reads OTLP JSON traces from r; name labels errors.
-func Read(r io.Reader, name string) (ptrace.Traces, error) {
-	b, err := io.ReadAll(r)
-	if err != nil {
-		return ptrace.Traces{}, fmt.Errorf("analyze: reading %s: %w", name, err)
-	}
-	return Parse(b, name)
 }
 
 // Parse decodes data, OTLP JSON lines or one OTLP JSON document, with

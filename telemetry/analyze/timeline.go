@@ -29,16 +29,29 @@ var (
 
 // Timeline draws t as a per-path Gantt chart: one row per path, one bar
 // per chunk attempt from its start to its end (overlapping attempts on a
-// path get lanes within the row), coloured by outcome, stragglers in
-// orange and the critical chunk's final attempt outlined. format is png or
-// svg; width and height are in points (1/72 inch; 0 means 10×(1+paths)
-// inches wide by 1 inch per path).
-func Timeline(w io.Writer, t *Transfer, format string, width, height vg.Length) error {
+// path get lanes within the row, at most maxLanes), coloured by outcome,
+// stragglers in orange and the critical chunk's final attempt outlined.
+// format is png or svg; width and height are in inches (0 means 10 wide by
+// one per path plus one high), bounded by MaxImageSide and MaxImageArea;
+// at most MaxImageRows paths and MaxImageBars attempts are drawn, larger
+// input is an error.
+func Timeline(w io.Writer, t *Transfer, format string, widthIn, heightIn float64) error {
 	if !slices.Contains(TimelineFormats, format) {
 		return fmt.Errorf("analyze: timeline format %q: valid: png, svg", format)
 	}
 	if len(t.Attempts) == 0 {
 		return fmt.Errorf("analyze: transfer %d has no chunk spans to draw", t.ID)
+	}
+	if len(t.Attempts) > MaxImageBars {
+		return fmt.Errorf("analyze: transfer %d has %d chunk attempts: a PNG/SVG timeline draws at most %d (use the HTML timeline, up to %d)", t.ID, len(t.Attempts), MaxImageBars, MaxHTMLBars)
+	}
+	rows := map[int]struct{}{}
+	for _, a := range t.Attempts {
+		rows[a.Path] = struct{}{}
+	}
+	width, height, err := checkImageSize(widthIn, heightIn, len(rows))
+	if err != nil {
+		return err
 	}
 	g := newGantt(t)
 	p := plot.New()
@@ -67,12 +80,6 @@ func Timeline(w io.Writer, t *Transfer, format string, width, height vg.Length) 
 	}
 	p.Legend.Add("critical chunk", outlined{})
 	p.Legend.Top = true
-	if width == 0 {
-		width = 10 * vg.Inch
-	}
-	if height == 0 {
-		height = vg.Length(1+len(g.rows)) * vg.Inch
-	}
 	wt, err := p.WriterTo(width, height, format)
 	if err != nil {
 		return fmt.Errorf("analyze: timeline: %w", err)
@@ -82,6 +89,10 @@ func Timeline(w io.Writer, t *Transfer, format string, width, height vg.Length) 
 	}
 	return nil
 }
+
+// maxLanes bounds the lanes of a row (attempts overlapping on one path):
+// past it, attempts share the last lane.
+const maxLanes = 32
 
 type ganttRow struct {
 	path  int
@@ -140,9 +151,12 @@ func newGantt(t *Transfer) *gantt {
 				break
 			}
 		}
-		if lane < 0 {
+		if lane < 0 && len(laneEnds[r]) < maxLanes {
 			lane = len(laneEnds[r])
 			laneEnds[r] = append(laneEnds[r], 0)
+		}
+		if lane < 0 { // as many lanes as a row holds: overlap in the last
+			lane = maxLanes - 1
 		}
 		laneEnds[r][lane] = a.End
 		col := colOther

@@ -28,6 +28,18 @@ const (
 	// attempt's start to its acknowledgement, requeue or abandonment. Its
 	// parent is the transfer's span.
 	SpanChunk = "mptx.chunk"
+	// SpanReceive covers one transfer on the receiver, from the moment
+	// the receiver learns of it (its plan and trace context arrive on the
+	// control channel) until every chunk has arrived and been handed to
+	// the application, or it fails. Its parent is the sender's
+	// mptx.transfer span (W3C trace context carried on the control
+	// channel), so both ends form one trace; kind server.
+	SpanReceive = "mptx.receive"
+	// SpanRecvChunk covers one chunk on the receiver, from its arrival
+	// (the completion of its last segment, by the NIC's clock where the
+	// backend has one) until the application's hand-off returned. Its
+	// parent is the mptx.receive span.
+	SpanRecvChunk = "mptx.recv.chunk"
 )
 
 // Span event names (events on the mptx.transfer span).
@@ -58,6 +70,7 @@ const (
 	AttrCC              = "mptx.cc"               // string: congestion control algorithm
 	AttrBackend         = "mptx.backend"          // string: qp backend (verbs, tcp, mem, sim)
 	AttrTransferOutcome = "mptx.transfer.outcome" // string: done | failed | abandoned
+	AttrTransferName    = "mptx.transfer.name"    // string: the application's label for the tensor (session API), if any
 
 	// Chunk span.
 	AttrChunkIndex   = "mptx.chunk.index"      // int: chunk index within the transfer
@@ -72,6 +85,17 @@ const (
 	AttrChunkECN     = "mptx.chunk.ecn_marks"  // int: ECN marks seen on the path during the attempt
 	AttrChunkOutcome = "mptx.chunk.outcome"    // string: acked | requeued | abandoned | superseded
 
+	// Receiver spans (mptx.receive, mptx.recv.chunk).
+	AttrRecvQueue       = "mptx.recv.queue_ns"         // int, ns: chunk: arrival to the driver's poll (completion queue wait)
+	AttrRecvHandoff     = "mptx.recv.handoff_ns"       // int, ns: chunk: the application's hand-off (OnChunk) duration
+	AttrRecvWait        = "mptx.recv.wait_ns"          // int, ns: chunk: poll to the start of the hand-off
+	AttrRecvChunks      = "mptx.recv.chunks"           // int: receive: distinct chunks arrived
+	AttrRecvDuplicates  = "mptx.recv.duplicates"       // int: receive: chunks that arrived again
+	AttrRecvLastArrival = "mptx.recv.last_arrival_ns"  // int, ns: receive: offset of the last chunk's arrival from the span's start
+	AttrRecvLag         = "mptx.recv.lag_ns"           // int, ns: receive: last arrival to the end (receiver time after the network delivered everything)
+	AttrRecvQueueMax    = "mptx.recv.queue_max_ns"     // int, ns: receive: longest completion-queue wait of a chunk
+	AttrRecvHandoffSum  = "mptx.recv.handoff_total_ns" // int, ns: receive: sum of the chunks' hand-off durations
+
 	// Span events.
 	AttrReason   = "mptx.reason"       // string: why (path down, quarantine, requeue)
 	AttrBackoff  = "mptx.backoff_ns"   // int, ns: quarantine backoff
@@ -81,6 +105,14 @@ const (
 	AttrPriority = "mptx.pfc.priority" // int: PFC priority (802.1Qbb class) paused
 	AttrVirtual  = "mptx.virtual_time" // bool (resource): timestamps are simulated time
 )
+
+// Receive outcomes (AttrTransferOutcome on mptx.receive): TransferDone,
+// TransferFailed (the application rejected a chunk, or the session gave
+// up), TransferAbandoned (the recorder was closed first).
+
+// Receiver chunk outcome: a chunk whose hand-off the application rejected
+// has status Error and error.type HandoffRejected.
+const HandoffRejected = "handoff rejected"
 
 // Chunk outcomes (values of AttrChunkOutcome).
 const (
@@ -116,4 +148,12 @@ const (
 	MetricPFCPauseTime = "mptx.path.pfc.pause_time" // counter, s
 	MetricTransferTime = "mptx.transfer.duration"   // histogram, s: completed transfers
 	MetricDropped      = "mptx.telemetry.dropped"   // counter, {transfer}: transfers not traced (table full)
+
+	// Receiver metrics (ReceiveRecorder); per path where they carry AttrPath.
+	MetricRecvChunks     = "mptx.recv.chunks"     // counter, {chunk}: distinct chunks arrived
+	MetricRecvBytes      = "mptx.recv.bytes"      // counter, By: bytes of those chunks
+	MetricRecvDuplicates = "mptx.recv.duplicates" // counter, {chunk}: chunks that arrived again
+	MetricRecvQueue      = "mptx.recv.queue"      // histogram, s: completion-queue wait (arrival to poll)
+	MetricRecvHandoff    = "mptx.recv.handoff"    // histogram, s: the application's hand-off per chunk
+	MetricRecvLag        = "mptx.recv.lag"        // histogram, s: per transfer, last arrival to done
 )
