@@ -260,8 +260,8 @@ func (r *simRun) openConns() error {
 		}
 		c := &simConn{key: k, conn: conn}
 		if r.obs != nil {
-			eng.Recorder = r.obs.Conn(ObservedConn{Index: len(r.conns), Src: r.hosts[f.Src].Name(), Dst: r.hosts[f.Dst].Name(),
-				Background: k.bg, CC: eng.CC, Paths: conn.Paths(), IngressPorts: ingressPorts(r.hosts[f.Src], conn.Paths())})
+			eng.Recorder = r.obs.Conn(ObservedConn{Index: len(r.conns), Src: r.top.Host(f.Src).Name(), Dst: r.top.Host(f.Dst).Name(),
+				Background: k.bg, CC: eng.CC, Paths: conn.Paths(), IngressPorts: ingressPorts(r.top.Host(f.Src), conn.Paths())})
 		}
 		c.snd, err = mptx.NewSender(conn, mptx.SenderConfig{Engine: eng, OnDone: r.onDone})
 		if err != nil {
