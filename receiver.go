@@ -33,6 +33,9 @@ type ReceiverConfig struct {
 	// session does; without it, the application must not reuse the range
 	// before the sender's OnDone.
 	AwaitSender bool
+	// Telemetry, if set, records every chunk and transfer (Expect is the
+	// caller's to record: it has the trace context).
+	Telemetry RecvTelemetry
 }
 
 // ReceiverStats counts what the receiver saw.
@@ -163,6 +166,9 @@ func (r *Receiver) lookup(tag int) *incoming {
 
 func (r *Receiver) finish(now vtime.Time, in *incoming, err error) {
 	in.live = false
+	if t := r.cfg.Telemetry; t != nil {
+		t.Done(now, in.id, errText(err))
+	}
 	if r.cfg.OnDone != nil {
 		r.cfg.OnDone(in.id, now, err)
 	}
@@ -220,12 +226,19 @@ func (r *Receiver) onCompletion(now vtime.Time, c *qp.Completion) {
 	switch in.asm.Mark(idx) {
 	case chunk.MarkDuplicate:
 		r.stats.Duplicates++
+		if t := r.cfg.Telemetry; t != nil {
+			t.Duplicate(now, in.id, idx, c.Path)
+		}
 		return
 	case chunk.MarkOutOfRange:
 		r.stats.Unknown++
 		return
 	}
 	r.stats.Chunks++
+	if t := r.cfg.Telemetry; t != nil {
+		_, n := in.plan.Span(int(idx))
+		t.Chunk(in.id, idx, c.Path, n, c.At, now)
+	}
 	if r.cfg.OnChunk != nil && !in.failed {
 		off, n := in.plan.Span(int(idx))
 		if err := r.cfg.OnChunk(in.id, chunk.Chunk{Transfer: uint64(in.id), Index: idx, Offset: in.remote + off, Len: n}); err != nil {

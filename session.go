@@ -93,6 +93,9 @@ type Config struct {
 	// Accept, for Listen only, bounds how many authenticated sessions
 	// wait for Accept; 0 means 64.
 	Accept int
+	// Telemetry, if set, records the session's transfers and chunks at
+	// its end (telemetry.Sessions for OpenTelemetry; see docs/telemetry.md).
+	Telemetry Telemetry
 }
 
 // TCPConfig configures the TCP transport.

@@ -62,6 +62,7 @@ type recvSide struct {
 	cmds   chan func()
 	kick   chan struct{}
 
+	tel     RecvTelemetry                            // nil without Config.Telemetry
 	offers  map[multipath.TransferID]*incomingTensor // loop only
 	waiting []multipath.TransferID                   // offers waiting for room, in order; loop only
 	out     chan any                                 // *Tensor or error, to Recv
@@ -108,7 +109,7 @@ func (rs *recvSide) waitReceipts(d time.Duration) {
 	rs.rmu.Unlock()
 }
 
-func newRecvSide(s *Session, recv qp.Receiver, region []byte) (*recvSide, error) {
+func newRecvSide(s *Session, recv qp.Receiver, region []byte, cfg *Config) (*recvSide, error) {
 	rs := &recvSide{s: s, recv: recv, region: region, alloc: newRangeAlloc(units.Bytes(len(region))),
 		clock: vtime.NewMonotonic(), cmds: make(chan func(), 1024), kick: make(chan struct{}, 1),
 		offers: map[multipath.TransferID]*incomingTensor{}, out: make(chan any, chunk.MaxSlots)}
@@ -119,7 +120,14 @@ func newRecvSide(s *Session, recv qp.Receiver, region []byte) (*recvSide, error)
 	if s.tr == TransportVerbs {
 		rs.busy = 50 * time.Microsecond
 	}
-	rcv, err := NewReceiver(recv, ReceiverConfig{AwaitSender: true, OnDone: rs.onDone})
+	if cfg.Telemetry != nil {
+		rt, err := cfg.Telemetry.RecvTelemetry(SessionInfo{Backend: string(s.tr), Peer: s.peers, Paths: recvPaths(recv), Wall: rs.clock.Wall})
+		if err != nil {
+			return nil, fmt.Errorf("mptx: Config.Telemetry: %w", err)
+		}
+		rs.tel = rt
+	}
+	rcv, err := NewReceiver(recv, ReceiverConfig{AwaitSender: true, OnDone: rs.onDone, Telemetry: rs.tel})
 	if err != nil {
 		return nil, err
 	}
@@ -247,6 +255,10 @@ func (rs *recvSide) grant() {
 			r := idMsg{ID: in.offer.ID, Err: err.Error()}
 			_ = rs.s.ctrl.send(msgRefuse, r.marshal())
 			continue
+		}
+		if rs.tel != nil {
+			// A malformed trace context only unlinks the spans.
+			_ = rs.tel.Expect(rs.clock.Now(), id, in.plan.Size, uint32(in.plan.Count), in.plan.ChunkSize, []byte(in.offer.Trace))
 		}
 		g := grantMsg{ID: in.offer.ID, Remote: uint64(off)}
 		if err := rs.s.ctrl.send(msgGrant, g.marshal()); err != nil {
@@ -401,6 +413,9 @@ func (rs *recvSide) exit() {
 		break
 	}
 	rs.recv.Close()
+	if rs.tel != nil {
+		rs.tel.Close(rs.clock.Now())
+	}
 	err := rs.s.Err()
 	if err == nil {
 		err = ErrSessionClosed
@@ -468,7 +483,7 @@ func acceptSession(ctx context.Context, bs *bootstrap.Session, t bootstrap.Type,
 	if err != nil {
 		return nil, err
 	}
-	rs, err := newRecvSide(s, recv, region)
+	rs, err := newRecvSide(s, recv, region, &cfg)
 	if err != nil {
 		recv.Close()
 		return nil, err
@@ -501,6 +516,15 @@ func cfgTransport(cfg Config) Transport {
 // testHookReceived, set by tests only, sees (and may corrupt) every tensor
 // before its checksum is checked.
 var testHookReceived func(data []byte)
+
+// recvPaths describes a receiver's paths when its backend says (qp/tcp and
+// verbs receivers have Paths), else nothing.
+func recvPaths(r qp.Receiver) []qp.PathInfo {
+	if p, ok := r.(interface{ Paths() []qp.PathInfo }); ok {
+		return p.Paths()
+	}
+	return nil
+}
 
 // errVerbsUnsupported is returned while sessions cannot run over verbs.
 var errVerbsUnsupported = errors.New("mptx: sessions over verbs are not available in this build; use --transport tcp (or auto)")

@@ -209,6 +209,7 @@ type sendSide struct {
 	stageCnd *sync.Cond
 	send     []byte
 
+	tel    SendTelemetry // nil without Config.Telemetry
 	nextID atomic.Uint64
 	live   map[multipath.TransferID]*Transfer // loop goroutine only
 	busy   time.Duration
@@ -231,6 +232,22 @@ func newSendSide(s *Session, conn qp.Conn, send []byte, cfg *Config) (*sendSide,
 	ecfg := cfg.Engine
 	if s.tr == TransportTCP {
 		tcpEngineDefaults(&ecfg)
+	}
+	if cfg.Telemetry != nil {
+		cc := ecfg.CC
+		if cc == "" {
+			cc = "dcqcn"
+		}
+		st, err := cfg.Telemetry.SendTelemetry(SessionInfo{Backend: string(s.tr), Peer: s.peers, CC: cc, Paths: conn.Paths(), Wall: ss.clock.Wall})
+		if err != nil {
+			return nil, fmt.Errorf("mptx: Config.Telemetry: %w", err)
+		}
+		ss.tel = st
+		if ecfg.Recorder == nil {
+			ecfg.Recorder = st
+		} else {
+			ecfg.Recorder = multiRecorder{ecfg.Recorder, st}
+		}
 	}
 	ecfg.Recorder = teeRecorder{ss, ecfg.Recorder}
 	snd, err := NewSender(conn, SenderConfig{Engine: ecfg, OnDone: ss.onDone})
@@ -363,8 +380,15 @@ func (ss *sendSide) start(t *Transfer) {
 		return
 	}
 	now := ss.clock.Now()
+	var tc []byte
+	if ss.tel != nil {
+		tc = ss.tel.BeginTransfer(t.ctx, now, t.ID, t.Name)
+	}
 	tag, plan, err := ss.snd.Submit(now, multipath.TransferSpec{ID: t.ID, Size: t.Size, Local: t.off, Hold: true})
 	if err != nil {
+		if ss.tel != nil {
+			ss.tel.CancelTransfer(now, t.ID, err.Error())
+		}
 		ss.fail(t, err)
 		return
 	}
@@ -372,7 +396,7 @@ func (ss *sendSide) start(t *Transfer) {
 	t.paths = make([]units.Bytes, len(ss.conn.Paths()))
 	ss.live[t.ID] = t
 	m := offerMsg{ID: uint64(t.ID), Tag: uint16(tag), Size: uint64(plan.Size), ChunkSize: uint64(plan.ChunkSize),
-		Count: uint32(plan.Count), CRC32C: t.crc, Name: t.Name}
+		Count: uint32(plan.Count), CRC32C: t.crc, Name: t.Name, Trace: string(tc)}
 	if err := ss.s.ctrl.send(msgOffer, m.marshal()); err != nil {
 		ss.s.end(fmt.Errorf("mptx: sending Offer: %w", err))
 	}
@@ -544,6 +568,17 @@ func (ss *sendSide) exit() {
 	for _, t := range ss.live {
 		ss.fail(t, err)
 	}
+	if ss.tel != nil {
+		ss.tel.Close(ss.clock.Now())
+	}
+}
+
+// multiRecorder feeds engine events to two recorders.
+type multiRecorder [2]multipath.Recorder
+
+func (m multiRecorder) Record(ev *multipath.Event) {
+	m[0].Record(ev)
+	m[1].Record(ev)
 }
 
 // shutdown wakes whatever waits on the sending side (the session ended);
