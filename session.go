@@ -45,12 +45,15 @@ const (
 	DefaultRegionSize = 1 * units.GiB
 	DefaultSendBuffer = 256 * units.MiB
 	DefaultTimeout    = 10 * time.Second
-	// DefaultTCPMinTimeout is the engine's stall floor on TCP: loopback and
-	// LAN TCP round trips are tens of microseconds, but a TCP path can
-	// hold a work request behind a full socket buffer or a retransmission
-	// (200 ms RTO minimum on Linux) without being dead, and declaring such
-	// a path stalled costs a reset and a reconnection.
-	DefaultTCPMinTimeout = 500 * time.Millisecond
+	// DefaultTCPMinTimeout is the engine's stall floor on TCP. A TCP
+	// path that dies is reported by the kernel (TCP_USER_TIMEOUT, a reset)
+	// as an error completion; the stall timer is only the backstop for a
+	// path that hangs. Its work requests queue in qp/tcp behind the socket
+	// buffer, so their completion time includes that queue (tens to
+	// hundreds of milliseconds on a loaded host, before the smoothed RTT
+	// has learned it), and a retransmission waits at least 200 ms (Linux
+	// TCP_RTO_MIN): a floor below that declares working paths stalled.
+	DefaultTCPMinTimeout = 2 * time.Second
 )
 
 // Config configures a session, for Dial (the sending end) and Listen (the
