@@ -33,7 +33,9 @@ When a tensor is reported: every chunk landed, the sender fenced the transfer
 (nothing of it can land any more) and recv checked its CRC-32C (unless the
 sender sent none) and acknowledged it; then it is written to --out, or
 discarded without --out. One line per tensor on stdout (a JSON object per
-line with --json); sessions come and go on stderr.
+line with --json); sessions come and go on stderr. The sender's success means
+the tensor reached this process intact; a failure to write it (disk full) is
+reported here only.
 
 --out DIR (created if missing): each tensor becomes one file in DIR, named
 after the tensor, safely:

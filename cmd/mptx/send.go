@@ -36,7 +36,7 @@ type engineFlags struct {
 func (e *engineFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&e.chunkSize, "chunk", "0", "chunk size (0 = automatic, 2-4 MiB)")
-	f.StringVar(&e.ccName, "cc", "dcqcn", "congestion control (dcqcn, timely, swift, hpcc, fixed)")
+	f.StringVar(&e.ccName, "cc", "", "congestion control: dcqcn, timely, swift, hpcc, fixed (default: the transport's; dcqcn on verbs, the session's TCP default on tcp)")
 	f.StringVar(&e.policy, "policy", "congestion-aware", "path policy: "+strings.Join(multipath.PolicyNames(), ", "))
 	f.StringVar(&e.inflight, "max-inflight", "0", "cap on each path's bytes in flight (0 = two bandwidth-delay products from the measured RTT)")
 	f.DurationVar(&e.stall, "stall-timeout", 0, "floor of the per-path stall timeout (0 = 500ms on TCP, the engine's 10ms on verbs); raise it on slow links")
@@ -146,6 +146,11 @@ session's send buffer (--send-buffer; a tensor larger than it cannot be sent)
 over --paths TCP connections, or one per --path, e.g. one per NIC:
   --path local=10.0.1.1,remote=10.0.1.2 --path local=10.0.2.1,remote=10.0.2.2
 (keys: local source IP, remote receiver IP, dev interface, rate line rate, nic).
+Today the receiver's data listener takes connections only on the address the
+control connection reached (ADDR's host), so every remote must be that
+address: on a multi-homed receiver, listen on an address every NIC reaches
+(e.g. one on its loopback, routed per NIC) and bind each path with local= and
+dev= (the netns test in cmd/mptx does this).
 A path that fails or stalls is taken out of use and its chunks go over the
 others; it is reset (a new TCP connection) and rejoins when it answers again.
 

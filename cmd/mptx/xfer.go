@@ -77,7 +77,7 @@ func registerXferFlags(cmd *cobra.Command, x *xferFlags, v *verbsFlags) {
 
 // transportsHelp closes the help of send and recv.
 const transportsHelp = `
-Transports (--transport, the same on both ends or auto on either):
+Transports (--transport; the two ends must agree, or say auto):
   tcp    a session over qp/tcp: RDMA-write semantics over one TCP connection
          per path; runs between any two Linux hosts (loopback included).
   verbs  the direct RDMA path (qp/verbs, RC queue pairs through libibverbs):
