@@ -67,6 +67,7 @@ type TensorSummary struct {
 	File     string  `json:"file,omitempty"`
 	Bytes    int64   `json:"bytes"`
 	Seconds  float64 `json:"seconds"` // SendAsync → the receiver's receipt
+	Staged   float64 `json:"staged"`  // of Seconds, SendAsync's own: waiting for room, copying into the send buffer, CRC-32C
 	Gbps     float64 `json:"gbps"`
 	Requeues int     `json:"requeues"`
 	Error    string  `json:"error,omitempty"`
@@ -157,6 +158,7 @@ func runSendSession(ctx context.Context, p sessionSendParams) (*SessionSendSumma
 	start := time.Now()
 	sum := &SessionSendSummary{To: p.addr, Transport: string(sess.Transport()), OK: true}
 	failed := make([]error, len(p.tensors))
+	staged := make([]time.Duration, len(p.tensors))
 	for i, src := range p.tensors {
 		if ctx.Err() != nil {
 			failed[i] = fmt.Errorf("not sent: %w", context.Cause(ctx))
@@ -167,7 +169,9 @@ func runSendSession(ctx context.Context, p sessionSendParams) (*SessionSendSumma
 			failed[i] = err
 			continue
 		}
+		t0 := time.Now()
 		t, err := sess.SendAsync(ctx, src.name, data)
+		staged[i] = time.Since(t0)
 		release() // copied into the send buffer
 		if err != nil {
 			failed[i] = err
@@ -187,7 +191,7 @@ func runSendSession(ctx context.Context, p sessionSendParams) (*SessionSendSumma
 	pathBytes := map[int]units.Bytes{}
 	next := 0
 	for i, src := range p.tensors {
-		ts := TensorSummary{Name: src.name, File: src.file, Bytes: int64(src.size)}
+		ts := TensorSummary{Name: src.name, File: src.file, Bytes: int64(src.size), Staged: staged[i].Seconds()}
 		err := failed[i]
 		if err == nil {
 			t := transfers[next]
@@ -279,15 +283,15 @@ func printSessionSendSummary(w io.Writer, s *SessionSendSummary, asJSON bool) {
 		fmt.Fprintf(w, " (%d failed)", s.ResetErrors)
 	}
 	fmt.Fprintln(w)
-	if len(s.Tensors) > 1 || !s.OK {
+	{
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "tensor\tbytes\tseconds\tGbit/s\trequeues\tresult\t")
+		fmt.Fprintln(tw, "tensor\tbytes\tseconds\tstaged\tGbit/s\trequeues\tresult\t")
 		for _, t := range s.Tensors {
 			res := "ok"
 			if t.Error != "" {
 				res = t.Error
 			}
-			fmt.Fprintf(tw, "%s\t%v\t%.3f\t%.3f\t%d\t%s\t\n", t.Name, humanBytes(units.Bytes(t.Bytes)), t.Seconds, t.Gbps, t.Requeues, res)
+			fmt.Fprintf(tw, "%s\t%v\t%.3f\t%.3f\t%.3f\t%d\t%s\t\n", t.Name, humanBytes(units.Bytes(t.Bytes)), t.Seconds, t.Staged, t.Gbps, t.Requeues, res)
 		}
 		_ = tw.Flush()
 	}
