@@ -52,7 +52,7 @@ type SessionSendSummary struct {
 	Transport   string               `json:"transport"`
 	Tensors     []TensorSummary      `json:"tensors"`
 	Bytes       int64                `json:"bytes"`   // bytes of the tensors delivered
-	Seconds     float64              `json:"seconds"` // first tensor started → last receipt
+	Seconds     float64              `json:"seconds"` // the first SendAsync → the last tensor's end
 	Gbps        float64              `json:"gbps"`
 	Requeues    int                  `json:"requeues"`     // chunk attempts moved off a failed or stalled path (these tensors)
 	Resets      uint64               `json:"resets"`       // path resets (fences; on TCP a new connection)
@@ -155,7 +155,7 @@ func runSendSession(ctx context.Context, p sessionSendParams) (*SessionSendSumma
 		}
 	}()
 
-	start := time.Now()
+	var start time.Time // the first SendAsync: loading the first tensor is not the transfer's
 	sum := &SessionSendSummary{To: p.addr, Transport: string(sess.Transport()), OK: true}
 	failed := make([]error, len(p.tensors))
 	staged := make([]time.Duration, len(p.tensors))
@@ -170,6 +170,9 @@ func runSendSession(ctx context.Context, p sessionSendParams) (*SessionSendSumma
 			continue
 		}
 		t0 := time.Now()
+		if start.IsZero() {
+			start = t0
+		}
 		t, err := sess.SendAsync(ctx, src.name, data)
 		staged[i] = time.Since(t0)
 		release() // copied into the send buffer
@@ -184,7 +187,10 @@ func runSendSession(ctx context.Context, p sessionSendParams) (*SessionSendSumma
 	for _, t := range transfers {
 		<-t.Done() // cancellation reaches every transfer through ctx
 	}
-	elapsed := time.Since(start)
+	var elapsed time.Duration
+	if !start.IsZero() {
+		elapsed = time.Since(start)
+	}
 	close(stopBar)
 	<-barDone
 
