@@ -57,7 +57,9 @@ type verbsFlags struct {
 var verbsOnlyFlags = []string{"devices", "pool", "qp-timeout", "retry", "rnr-timer", "mtu", "busy-poll", "qps-per-nic"}
 
 // registerXferFlags registers the flags that send and recv share on cmd:
-// the one place for a flag both take (telemetry's --trace FILE goes here).
+// the one place for a flag both take (telemetry's --trace FILE goes here;
+// on send, a Recorder reaches the engine through engineFlags.config's
+// multipath.Config, on both transports).
 func registerXferFlags(cmd *cobra.Command, x *xferFlags, v *verbsFlags) {
 	fl := cmd.Flags()
 	fl.StringVar(&x.secretFile, "secret-file", "", "file holding the shared secret (default: $MPTX_SECRET); at least 16 bytes, the same on both ends")
