@@ -128,30 +128,41 @@ func runSendSession(ctx context.Context, p sessionSendParams) (*SessionSendSumma
 		mu        sync.Mutex
 		transfers = make([]*mptx.Transfer, 0, len(p.tensors))
 	)
-	stopBar := make(chan struct{})
-	barDone := make(chan struct{})
+	// The monitor refreshes the bar and keeps a recent snapshot of the
+	// session's paths: a receiver that stops after its last tensor
+	// (recv --count) may end the session before the final snapshot.
+	var last *mptx.SessionStats
+	stopMon := make(chan struct{})
+	monDone := make(chan struct{})
 	go func() {
-		defer close(barDone)
-		if bar == nil {
-			return
-		}
+		defer close(monDone)
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			select {
-			case <-stopBar:
-				_ = bar.Finish()
+			case <-stopMon:
+				if bar != nil {
+					_ = bar.Finish()
+				}
 				return
 			case <-tick.C:
 			}
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			st, err := sess.Stats(sctx)
+			cancel()
 			var acked units.Bytes
 			mu.Lock()
+			if err == nil {
+				last = &st
+			}
 			for _, t := range transfers {
 				a, _ := t.Progress()
 				acked += a
 			}
 			mu.Unlock()
-			_ = bar.Set64(int64(min(acked, total)))
+			if bar != nil {
+				_ = bar.Set64(int64(min(acked, total)))
+			}
 		}
 	}()
 
@@ -191,8 +202,8 @@ func runSendSession(ctx context.Context, p sessionSendParams) (*SessionSendSumma
 	if !start.IsZero() {
 		elapsed = time.Since(start)
 	}
-	close(stopBar)
-	<-barDone
+	close(stopMon)
+	<-monDone
 
 	pathBytes := map[int]units.Bytes{}
 	next := 0
@@ -226,14 +237,24 @@ func runSendSession(ctx context.Context, p sessionSendParams) (*SessionSendSumma
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	st, serr := sess.Stats(sctx)
+	if serr != nil && last != nil {
+		st, serr = *last, nil // at most 100 ms old
+	}
 	var carried units.Bytes
 	for _, b := range pathBytes {
 		carried += b
 	}
-	for i, ps := range st.Paths {
-		s := SessionPathSummary{Path: i, Via: ps.Info.Device, Bytes: int64(pathBytes[i]), Requeues: ps.Engine.Requeues,
-			Downs: ps.Engine.Downs, State: ps.Engine.State.String(), Reason: ps.Engine.Reason,
-			SRTT: ps.Engine.SRTT.String(), MinRTT: ps.Engine.MinRTT.String(), Error: ps.Err}
+	n := len(st.Paths)
+	for i := range pathBytes {
+		n = max(n, i+1)
+	}
+	for i := 0; i < n; i++ {
+		s := SessionPathSummary{Path: i, Bytes: int64(pathBytes[i]), State: "unknown (the session ended)"}
+		if i < len(st.Paths) {
+			ps := st.Paths[i]
+			s.Via, s.Requeues, s.Downs, s.State, s.Reason = ps.Info.Device, ps.Engine.Requeues, ps.Engine.Downs, ps.Engine.State.String(), ps.Engine.Reason
+			s.SRTT, s.MinRTT, s.Error = ps.Engine.SRTT.String(), ps.Engine.MinRTT.String(), ps.Err
+		}
 		if i < len(p.via) {
 			s.Via = p.via[i]
 		}
@@ -262,10 +283,6 @@ func runSendSession(ctx context.Context, p sessionSendParams) (*SessionSendSumma
 			return sum, first
 		}
 		return sum, fmt.Errorf("%d of %d tensors failed; first: %w", n, len(sum.Tensors), first)
-	}
-	if serr != nil {
-		// Every tensor arrived; the session ended before the snapshot.
-		sum.Paths = nil
 	}
 	return sum, nil
 }
