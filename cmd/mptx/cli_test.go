@@ -304,8 +304,8 @@ func TestCLIWrongSecret(t *testing.T) {
 		t.Errorf("send with the wrong secret exited %d; want 1", code)
 	}
 	msg := bad.stderr.String()
-	if strings.Count(msg, "\n") != 1 || !strings.Contains(msg, "refused our shared secret") || bad.stdout.String() != "" {
-		t.Errorf("send with the wrong secret said %q on stderr, %q on stdout; want one line saying the secret was refused", msg, bad.stdout.String())
+	if strings.Count(msg, "\n") != 1 || !strings.Contains(msg, "authentication failed: the receiver does not share our secret") || bad.stdout.String() != "" {
+		t.Errorf("send with the wrong secret said %q on stderr, %q on stdout; want one line saying the secrets differ", msg, bad.stdout.String())
 	}
 	good := startMPTX(t, []string{"MPTX_SECRET=" + testSecret}, "send", addr, f)
 	if code := good.exitCode(t, time.Minute); code != 0 {

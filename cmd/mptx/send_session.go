@@ -88,14 +88,15 @@ type SessionPathSummary struct {
 	Error    string  `json:"error,omitempty"` // the backend's latest error on the path
 }
 
-// authError says, in one line, that the receiver refused our secret.
+// authError says, in one line, that the two ends hold different secrets
+// (either end's proof failed).
 type authError struct {
 	addr string
 	err  error
 }
 
 func (e authError) Error() string {
-	return fmt.Sprintf("%s refused our shared secret (authentication failed): use the receiver's secret (--secret-file or MPTX_SECRET, the same on both ends)", e.addr)
+	return fmt.Sprintf("%s: authentication failed: the receiver does not share our secret (use the same --secret-file or MPTX_SECRET on both ends)", e.addr)
 }
 
 func (e authError) Unwrap() error { return e.err }
