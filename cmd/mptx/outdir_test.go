@@ -165,3 +165,16 @@ func TestHumanBytes(t *testing.T) {
 		}
 	}
 }
+
+func TestDisplayName(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"weights.bin", "weights.bin"},
+		{"Gewichte ü 漢字", "Gewichte ü 漢字"},
+		{"evil\x1b]0;pwned\x07", `"evil\x1b]0;pwned\a"`},
+		{"a\nb", `"a\nb"`},
+	} {
+		if got := displayName(c.in); got != c.want {
+			t.Errorf("displayName(%q) = %s, want %s", c.in, got, c.want)
+		}
+	}
+}

@@ -158,7 +158,7 @@ func (r *receiver) serve(ctx context.Context, s *mptx.Session) {
 			} else if e != nil {
 				why = "closed by the sender"
 			}
-			r.logf("session from %s ended after %d tensors (%v): %s", from, n, humanBytes(bytes), why)
+			r.logf("session from %s ended after %d tensors (%v): %s", from, n, humanBytes(bytes), displayName(why))
 			return
 		}
 		res := RecvResult{Name: tn.Name, From: from, Bytes: int64(len(tn.Data)), Seconds: tn.Took.Seconds(),
@@ -188,7 +188,7 @@ func (r *receiver) report(res RecvResult) {
 		b, _ := json.Marshal(res)
 		fmt.Fprintf(r.stdout, "%s\n", b)
 	} else if res.Error != "" {
-		fmt.Fprintf(r.stdout, "failed %s from %s: %s\n", res.Name, res.From, res.Error)
+		fmt.Fprintf(r.stdout, "failed %s from %s: %s\n", displayName(res.Name), res.From, displayName(res.Error))
 	} else {
 		crc := "no CRC"
 		if res.CRC32C != "" {
@@ -199,7 +199,7 @@ func (r *receiver) report(res RecvResult) {
 			dest = "-> " + res.File
 		}
 		fmt.Fprintf(r.stdout, "received %s (%v) from %s in %.3f s, %.3f Gbit/s, %s; %s\n",
-			res.Name, humanBytes(units.Bytes(res.Bytes)), res.From, res.Seconds, res.Gbps, crc, dest)
+			displayName(res.Name), humanBytes(units.Bytes(res.Bytes)), res.From, res.Seconds, res.Gbps, crc, dest)
 	}
 	r.ended++
 	if res.Error != "" {

@@ -315,7 +315,7 @@ func printSessionSendSummary(w io.Writer, s *SessionSendSummary, asJSON bool) {
 			if t.Error != "" {
 				res = t.Error
 			}
-			fmt.Fprintf(tw, "%s\t%v\t%.3f\t%.3f\t%.3f\t%d\t%s\t\n", t.Name, humanBytes(units.Bytes(t.Bytes)), t.Seconds, t.Staged, t.Gbps, t.Requeues, res)
+			fmt.Fprintf(tw, "%s\t%v\t%.3f\t%.3f\t%.3f\t%d\t%s\t\n", displayName(t.Name), humanBytes(units.Bytes(t.Bytes)), t.Seconds, t.Staged, t.Gbps, t.Requeues, res)
 		}
 		_ = tw.Flush()
 	}

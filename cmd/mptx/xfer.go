@@ -16,9 +16,11 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -278,4 +280,16 @@ func humanBytes(b units.Bytes) string {
 		i++
 	}
 	return fmt.Sprintf("%.2f %ciB", v, "KMGT"[i])
+}
+
+// displayName renders a tensor name for a terminal: as is when every rune
+// is printable, else quoted with escapes (a name comes from the peer, and
+// one with control characters could drive the terminal).
+func displayName(name string) string {
+	for _, r := range name {
+		if !unicode.IsPrint(r) {
+			return strconv.Quote(name)
+		}
+	}
+	return name
 }
