@@ -44,16 +44,26 @@ func main() {
 	if err == nil {
 		return
 	}
+	os.Exit(exitStatus(err))
+}
+
+// exitStatus prints err on one line and returns the exit status: 2 for
+// bad input, 128+n for a run stopped by signal n, else 1.
+func exitStatus(err error) int {
 	fmt.Fprintln(os.Stderr, "mptx:", err)
 	var ec interface{ ExitCode() int }
 	if errors.As(err, &ec) {
 		os.Exit(ec.ExitCode())
 	}
 	var u usageError
-	if errors.As(err, &u) || isCobraUsage(err) {
-		os.Exit(2)
+	var i interrupted
+	switch {
+	case errors.As(err, &u) || isCobraUsage(err):
+		return 2
+	case errors.As(err, &i):
+		return i.exitCode()
 	}
-	os.Exit(1)
+	return 1
 }
 
 // isCobraUsage recognises cobra's own argument errors (unknown command,

@@ -1,277 +1,122 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
-	"fmt"
-	"hash/crc32"
-	"io"
-	"net"
-	"os"
-	"time"
-
 	"github.com/spf13/cobra"
 
 	"github.com/mptx-dev/mptx"
-	"github.com/mptx-dev/mptx/chunk"
-	"github.com/mptx-dev/mptx/multipath"
-	"github.com/mptx-dev/mptx/qp"
-	"github.com/mptx-dev/mptx/qp/verbs"
 	"github.com/mptx-dev/mptx/units"
-	"github.com/mptx-dev/mptx/vtime"
 )
-
-// RecvSummary is what `mptx recv` reports.
-type RecvSummary struct {
-	Name       string        `json:"name"`
-	From       string        `json:"from"`
-	Bytes      int64         `json:"bytes"`
-	Chunks     int           `json:"chunks"`
-	Seconds    float64       `json:"seconds"`
-	Gbps       float64       `json:"gbps"`
-	CRC        string        `json:"crc"` // "ok", "mismatch" or "off"
-	CRC32C     string        `json:"crc32c,omitempty"`
-	Duplicates uint64        `json:"duplicates"`
-	Probes     uint64        `json:"probes"`
-	Rejected   int           `json:"rejected_peers"`
-	Access     string        `json:"access"`
-	Paths      []PathSummary `json:"paths"`
-}
 
 func init() {
 	var (
+		xf      xferFlags
 		vf      verbsFlags
 		listen  string
 		out     string
 		maxSize string
+		count   int
 	)
 	cmd := &cobra.Command{
 		Use:   "recv",
-		Short: "Receive one tensor from mptx send over RDMA (verbs)",
-		Long: `recv listens on --listen for one authenticated sender, advertises a region of
-the offered size from its registered pool (remote write access to exactly that
-region, for that transfer only), tracks the chunks as their WRITE WITH IMM
-completions arrive on each NIC's shared receive queue, and writes the tensor to
---out. Peers that fail authentication are reported and ignored; nothing is
-created for them.
+		Short: "Receive tensors from mptx send over TCP or RDMA, and write them to files",
+		Long: `recv listens on --listen (HOST:PORT; port 0 picks one, printed on stderr) for
+senders that prove the shared secret, and serves them one after another and
+at the same time, each over its own session, until it is stopped (Ctrl-C) or,
+with --count N, until N tensors have ended. Peers that fail authentication
+get nothing: no session, no memory.
 
-When it returns: the transfer is complete when every chunk's immediate has
-arrived. A chunk's segments share one RC queue pair, which delivers in order,
-so at that point every byte is in place. recv then checks the CRC-32C the
-sender announced (unless it sent none), revokes the sender's access, sends its
-receipt and prints the summary; the exit status is 0 only if the CRC matched.`,
-		Example: `  MPTX_SECRET=$(cat /etc/mptx.secret) mptx recv --listen :7471 --out weights.bin
-  mptx recv --listen 10.0.0.2:7471 --devices mlx5_0,mlx5_1 --secret-file s.key --json`,
+Each session has a receive region of --max-size bytes (allocated when the
+session is accepted, touched as tensors land): the tensors of a session in
+flight at once share it, and a larger tensor is refused.
+
+When a tensor is reported: every chunk landed, the sender fenced the transfer
+(nothing of it can land any more) and recv checked its CRC-32C (unless the
+sender sent none) and acknowledged it; then it is written to --out, or
+discarded without --out. One line per tensor on stdout (a JSON object per
+line with --json); sessions come and go on stderr. The sender's success means
+the tensor reached this process intact; a failure to write it (disk full) is
+reported here only.
+
+--out DIR (created if missing): each tensor becomes one file in DIR, named
+after the tensor, safely:
+  - the name is the sender's tensor name with '/', '\', NUL, control
+    characters and invalid UTF-8 replaced by '_', a leading '.' by '_', cut
+    to 200 bytes ("tensor" if empty): it cannot name a path outside DIR,
+    a hidden file or "..", and every file operation is confined to DIR
+    (os.Root: no symbolic link leads out of it);
+  - nothing is overwritten: if NAME exists, the tensor is NAME.1, NAME.2...;
+  - no partial files: a tensor is written to a hidden temporary file and
+    linked to its name once complete (written and closed, not fsynced).
+
+Exit status: with --count N, 0 if all N tensors arrived and were written, else
+1; stopped by Ctrl-C, 130 (tensors in progress are cancelled on both ends);
+2 bad input; 1 if listening fails.
+With --transport verbs, recv takes one tensor from one sender and exits; --out
+is then the directory the one tensor is written to, by the same rules.
+` + transportsHelp,
+		Example: `  MPTX_SECRET=$(cat /etc/mptx.secret) mptx recv --listen :7471 --out /data/incoming
+  mptx recv --listen 10.0.0.2:7471 --secret-file s.key --out in --count 2 --json
+  mptx recv --transport verbs --listen 10.0.0.2:7471 --devices mlx5_0,mlx5_1 --secret-file s.key --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			secret, err := vf.secret()
+			tr, err := xf.parseTransport(cmd, "count")
 			if err != nil {
 				return err
 			}
-			qc, err := vf.qpConfig()
+			if count < 0 {
+				return badInput("--count %d: want 0 (serve until stopped) or more", count)
+			}
+			secret, err := xf.secret()
 			if err != nil {
 				return err
+			}
+			if maxSize == "" {
+				maxSize = "1GiB"
+				if tr == mptx.TransportVerbs {
+					maxSize = "256MiB"
+				}
 			}
 			max, err := units.ParseBytes(maxSize)
 			if err != nil || max <= 0 {
 				return badInput("--max-size %q: want a size such as 1GiB", maxSize)
 			}
-			pool, err := vf.poolSize(max)
-			if err != nil {
+			var od *outDir
+			if out != "" {
+				if od, err = openOutDir(out); err != nil {
+					return err
+				}
+				defer od.Close()
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			if tr == mptx.TransportVerbs {
+				qc, err := vf.qpConfig()
+				if err != nil {
+					return err
+				}
+				pool, err := vf.poolSize(max)
+				if err != nil {
+					return err
+				}
+				sum, err := runRecvVerbs(ctx, cmd.ErrOrStderr(), verbsRecvParams{listen: listen, out: od, secret: secret, devices: vf.deviceList(),
+					pool: pool, max: max, qp: qc, progress: xf.progress(), busyPoll: vf.busyPoll})
+				if sum != nil {
+					printRecvSummary(cmd.OutOrStdout(), sum, xf.asJSON)
+				}
+				if cause := stopped(ctx); cause != nil {
+					return cause
+				}
 				return err
 			}
-			ctx, cancel := signalContext()
-			defer cancel()
-			sum, err := runRecv(ctx, cmd.ErrOrStderr(), recvParams{listen: listen, out: out, secret: secret, devices: vf.deviceList(),
-				pool: pool, max: max, qp: qc, progress: !vf.noProgress && !vf.asJSON, busyPoll: vf.busyPoll})
-			if sum != nil {
-				printRecvSummary(cmd.OutOrStdout(), sum, vf.asJSON)
-			}
-			return err
+			cfg := mptx.Config{Secret: secret, Transport: tr, RegionSize: max, Timeout: xf.timeout}
+			return runRecvSession(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), sessionRecvParams{listen: listen, cfg: cfg, out: od, count: count, asJSON: xf.asJSON})
 		},
 	}
-	vf.register(cmd)
+	registerXferFlags(cmd, &xf, &vf)
 	f := cmd.Flags()
-	f.StringVar(&listen, "listen", ":7471", "TCP address to listen on for the bootstrap")
-	f.StringVar(&out, "out", "", "file to write the tensor to (default: discard after checking)")
-	f.StringVar(&maxSize, "max-size", "256MiB", "largest tensor accepted (the pool holds it)")
+	f.StringVar(&listen, "listen", ":7471", "TCP address to listen on (HOST:PORT; port 0 picks a free one)")
+	f.StringVar(&out, "out", "", "directory to write each tensor to, as a file named after it (default: discard after checking)")
+	f.StringVar(&maxSize, "max-size", "", "largest tensor accepted: each session's receive region (default 1GiB; 256MiB of registered pool with --transport verbs)")
+	f.IntVar(&count, "count", 0, "session: exit after this many tensors have ended, delivered or failed (0 = serve until stopped)")
 	addCommand(cmd)
-}
-
-type recvParams struct {
-	listen, out string
-	secret      []byte
-	devices     []string
-	pool, max   units.Bytes
-	qp          verbs.QPConfig
-	progress    bool
-	busyPoll    time.Duration
-}
-
-// countingReceiver counts, per path, the chunks whose last segment landed
-// there (a chunk's segments share its path's QP).
-type countingReceiver struct {
-	*verbs.Receiver
-	slot   int
-	plan   chunk.Plan
-	bytes  []int64
-	chunks []int
-}
-
-func (c *countingReceiver) Poll(dst []qp.Completion) (int, error) {
-	n, err := c.Receiver.Poll(dst)
-	for i := range dst[:n] {
-		x := &dst[i]
-		if x.Status != qp.StatusOK || chunk.IsProbe(x.Imm) || x.Path < 0 || x.Path >= len(c.bytes) {
-			continue
-		}
-		if s, idx := chunk.DecodeImm(x.Imm); s == c.slot && int(idx) < c.plan.Count {
-			_, l := c.plan.Span(int(idx))
-			c.bytes[x.Path] += int64(l)
-			c.chunks[x.Path]++
-		}
-	}
-	return n, err
-}
-
-func runRecv(ctx context.Context, log io.Writer, p recvParams) (*RecvSummary, error) {
-	h, err := verbs.OpenHost(verbs.HostConfig{Devices: p.devices, PoolSize: p.pool})
-	if err != nil {
-		return nil, err
-	}
-	defer h.Close()
-	ln, err := h.Listen(p.listen, verbs.ListenConfig{Secret: p.secret, MaxSize: p.max, QP: p.qp,
-		OnReject: func(addr net.Addr, err error) { fmt.Fprintf(log, "mptx recv: rejected peer %v: %v\n", addr, err) }})
-	if err != nil {
-		return nil, err
-	}
-	defer ln.Close()
-	fmt.Fprintf(log, "mptx recv: listening on %v (NICs %v)\n", ln.Addr(), nicNames(h))
-	r, err := ln.Accept(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	offer := r.Offer()
-	fmt.Fprintf(log, "mptx recv: %s offers %q, %v over %d paths (access: %v)\n", r.RemoteAddr(), offer.Name, units.Bytes(offer.Size), len(r.Paths()), r.Access())
-	tctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	tr, err := r.AwaitTransfer(tctx)
-	if err != nil {
-		return nil, err
-	}
-	plan := chunk.Plan{Size: units.Bytes(tr.Size), ChunkSize: units.Bytes(tr.ChunkSize), Count: int(tr.Count)}
-	cr := &countingReceiver{Receiver: r, slot: int(tr.Slot), plan: plan, bytes: make([]int64, len(r.Paths())), chunks: make([]int, len(r.Paths()))}
-	var done bool
-	var doneErr error
-	var doneAt vtime.Time
-	rcv, err := mptx.NewReceiver(cr, mptx.ReceiverConfig{OnDone: func(_ multipath.TransferID, now vtime.Time, err error) {
-		done, doneErr, doneAt = true, err, now
-	}})
-	if err != nil {
-		return nil, err
-	}
-	id := multipath.TransferID(tr.ID)
-	if err := rcv.Expect(int(tr.Slot), id, plan, units.Bytes(tr.Remote)); err != nil {
-		return nil, err
-	}
-	clock := vtime.NewMonotonic()
-	if err := r.AckTransfer(tctx, tr); err != nil {
-		return nil, err
-	}
-	start := clock.Now()
-	bar := newBar(p.progress, units.Bytes(tr.Size), "receiving")
-	landed := func() int64 {
-		var t int64
-		for _, b := range cr.bytes {
-			t += b
-		}
-		return min(t, int64(tr.Size))
-	}
-	err = runLocked(func() error {
-		return mptx.Loop(ctx, mptx.LoopConfig{Clock: clock, Wake: r.Notify(), BusyPoll: p.busyPoll, Done: func() bool { return done }},
-			&progress{inner: rcv, bar: bar, done: landed})
-	})
-	if bar != nil {
-		_ = bar.Finish()
-	}
-	st := rcv.Stats()
-	s := &RecvSummary{Name: offer.Name, From: r.RemoteAddr(), Bytes: int64(tr.Size), Chunks: plan.Count, Duplicates: st.Duplicates, Probes: st.Probes,
-		Rejected: ln.Rejected(), Access: r.Access().String(), CRC: "off"}
-	if done {
-		d := doneAt.Sub(start)
-		s.Seconds, s.Gbps = d.Seconds(), float64(tr.Size)*8/d.Seconds()/1e9
-	}
-	var total int64
-	for _, b := range cr.bytes {
-		total += b
-	}
-	for i, pi := range r.Paths() {
-		ps := PathSummary{Path: i, Device: pi.Device, QPN: pi.QPN, SrcPort: pi.SrcPort, Bytes: cr.bytes[i], Chunks: cr.chunks[i]}
-		if total > 0 {
-			ps.Share = float64(cr.bytes[i]) / float64(total)
-		}
-		s.Paths = append(s.Paths, ps)
-	}
-	if err != nil {
-		return s, fmt.Errorf("receive loop: %w", err)
-	}
-	receipt := &verbs.Receipt{ID: tr.ID, OK: doneErr == nil, Bytes: tr.Size}
-	region := r.Region()[tr.Remote : tr.Remote+tr.Size]
-	if doneErr == nil && tr.CRC {
-		got := crc32.Checksum(region, castagnoli)
-		receipt.CRC32C = got
-		s.CRC32C = fmt.Sprintf("%08x", got)
-		if got == tr.CRC32C {
-			s.CRC = "ok"
-		} else {
-			s.CRC = "mismatch"
-			receipt.OK = false
-			doneErr = fmt.Errorf("CRC-32C mismatch: got %08x, the sender announced %08x", got, tr.CRC32C)
-		}
-	}
-	// The transfer is over: the sender's keys die before the receipt.
-	if err := r.Revoke(); err != nil {
-		return s, err
-	}
-	switch {
-	case doneErr != nil:
-		receipt.Message = doneErr.Error()
-	case tr.CRC:
-		receipt.Message = fmt.Sprintf("%d bytes in place, CRC-32C %08x ok", tr.Size, receipt.CRC32C)
-	default:
-		receipt.Message = fmt.Sprintf("%d bytes in place (no CRC)", tr.Size)
-	}
-	if err := r.SendReceipt(tctx, receipt); err != nil && doneErr == nil {
-		doneErr = fmt.Errorf("sending the receipt: %w", err)
-	}
-	if doneErr != nil {
-		return s, doneErr
-	}
-	if p.out != "" {
-		if err := os.WriteFile(p.out, region, 0o644); err != nil {
-			return s, err
-		}
-	}
-	return s, nil
-}
-
-func nicNames(h *verbs.Host) []string {
-	var out []string
-	for _, n := range h.NICs() {
-		out = append(out, fmt.Sprintf("%s:%d %v", n.Device.Name, n.Port.Num, n.GID.Addr))
-	}
-	return out
-}
-
-func printRecvSummary(w io.Writer, s *RecvSummary, asJSON bool) {
-	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(s)
-		return
-	}
-	fmt.Fprintf(w, "received %s: %v in %d chunks, %.3f s, %.3f Gbit/s, CRC %s, %d duplicates, %d probes, %d rejected peers, access %s\n",
-		s.Name, units.Bytes(s.Bytes), s.Chunks, s.Seconds, s.Gbps, s.CRC, s.Duplicates, s.Probes, s.Rejected, s.Access)
-	writePathTable(w, s.Paths, false)
 }

@@ -2,515 +2,345 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"hash/crc32"
-	"io"
+	"net"
+	"net/netip"
 	"os"
-	"os/signal"
-	"runtime"
+	"path/filepath"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/mptx-dev/mptx"
 	"github.com/mptx-dev/mptx/multipath"
 	"github.com/mptx-dev/mptx/qp/verbs"
 	"github.com/mptx-dev/mptx/units"
-	"github.com/mptx-dev/mptx/vtime"
 )
 
-// castagnoli is the CRC-32C table (the tensor checksum both ends compute).
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// verbsFlags are the flags send and recv share.
-type verbsFlags struct {
-	secretFile string
-	devices    string
-	pool       string
-	timeout    time.Duration
-	retry      int
-	rnrTimer   time.Duration
-	mtu        int
-	asJSON     bool
-	noProgress bool
-	busyPoll   time.Duration
+// engineFlags configure the sender's multipath engine, on every transport.
+type engineFlags struct {
+	chunkSize  string
+	ccName     string
+	policy     string
+	inflight   string
+	stall      time.Duration
+	probeEvery time.Duration
+	noCRC      bool
+	segment    string
+	pfcXoff    string
+	noPacing   bool
 }
 
-func (f *verbsFlags) register(cmd *cobra.Command) {
-	fl := cmd.Flags()
-	fl.StringVar(&f.secretFile, "secret-file", "", "file holding the shared secret (default: $MPTX_SECRET); at least 16 bytes")
-	fl.StringVar(&f.devices, "devices", "", "comma-separated RDMA devices to use, dev or dev:port (default: every ACTIVE RoCE port; see mptx devices)")
-	fl.StringVar(&f.pool, "pool", "", "size of the registered memory pool (default: enough for the tensor)")
-	fl.DurationVar(&f.timeout, "qp-timeout", 0, "RC local ACK timeout (default 67ms: 4.096µs·2^14)")
-	fl.IntVar(&f.retry, "retry", 0, "RC transport retry count 1..7 (default 7)")
-	fl.DurationVar(&f.rnrTimer, "rnr-timer", 0, "minimum RNR NAK timer (default 0.64ms)")
-	fl.IntVar(&f.mtu, "mtu", 0, "path MTU 256..4096 (default: the ports' active MTU)")
-	fl.BoolVar(&f.asJSON, "json", false, "print the summary as JSON on stdout")
-	fl.BoolVar(&f.noProgress, "no-progress", false, "no progress bar")
-	fl.DurationVar(&f.busyPoll, "busy-poll", 0, "how long the polling loop spins after activity before it sleeps on the completion channel (default 50µs); raise it where timers are coarse")
+func (e *engineFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&e.chunkSize, "chunk", "0", "chunk size (0 = automatic, 2-4 MiB)")
+	f.StringVar(&e.ccName, "cc", "", "congestion control: dcqcn, timely, swift, hpcc, fixed (default: the transport's; dcqcn on verbs, the session's TCP default on tcp)")
+	f.StringVar(&e.policy, "policy", "congestion-aware", "path policy: "+strings.Join(multipath.PolicyNames(), ", "))
+	f.StringVar(&e.inflight, "max-inflight", "0", "cap on each path's bytes in flight (0 = two bandwidth-delay products from the measured RTT)")
+	f.DurationVar(&e.stall, "stall-timeout", 0, "floor of the per-path stall timeout (0 = 500ms on TCP, the engine's 10ms on verbs); raise it on slow links")
+	f.DurationVar(&e.probeEvery, "probe-interval", 0, "probe idle paths' RTT this often with zero-length writes (0 = only when needed)")
+	f.BoolVar(&e.noCRC, "no-crc", false, "do not send a CRC-32C for the receiver to check")
+	f.StringVar(&e.segment, "segment", "0", "largest work request a chunk is posted as (0 = the pacer's, 128 KiB)")
+	f.StringVar(&e.pfcXoff, "pfc-xoff", "0", "the switches' PFC XOFF threshold the pacer's bursts stay under (0 = 1 MiB)")
+	f.BoolVar(&e.noPacing, "no-pacing", false, "post segments as fast as the window allows (no software pacing)")
 }
 
-func (f *verbsFlags) secret() ([]byte, error) {
-	var s []byte
-	if f.secretFile != "" {
-		b, err := os.ReadFile(f.secretFile)
-		if err != nil {
-			return nil, badInput("--secret-file: %v", err)
+func (e *engineFlags) config() (multipath.Config, error) {
+	cs, err := units.ParseBytes(e.chunkSize)
+	if err != nil {
+		return multipath.Config{}, badInput("--chunk %q: %v", e.chunkSize, err)
+	}
+	infl, err := units.ParseBytes(e.inflight)
+	if err != nil {
+		return multipath.Config{}, badInput("--max-inflight %q: %v", e.inflight, err)
+	}
+	seg, err := units.ParseBytes(e.segment)
+	if err != nil {
+		return multipath.Config{}, badInput("--segment %q: %v", e.segment, err)
+	}
+	xoff, err := units.ParseBytes(e.pfcXoff)
+	if err != nil {
+		return multipath.Config{}, badInput("--pfc-xoff %q: %v", e.pfcXoff, err)
+	}
+	pol, err := multipath.ParsePolicy(e.policy)
+	if err != nil {
+		return multipath.Config{}, badInput("--policy: %v", err)
+	}
+	if e.stall < 0 || e.probeEvery < 0 {
+		return multipath.Config{}, badInput("--stall-timeout %v, --probe-interval %v: want durations >= 0", e.stall, e.probeEvery)
+	}
+	return multipath.Config{CC: e.ccName, Policy: pol, ChunkSize: cs, MaxInFlight: infl, MinTimeout: e.stall, ProbeInterval: e.probeEvery,
+		Segment: seg, Pacing: multipath.PacingConfig{PFCXoff: xoff, Disabled: e.noPacing}}, nil
+}
+
+// parsePathSpec parses one --path: comma-separated key=value pairs, keys
+// local (source IP), remote (the receiver's IP for this path), dev
+// (SO_BINDTODEVICE interface), rate (line rate, e.g. 10Gbps) and nic
+// (paths with the same nic share a port pacer).
+func parsePathSpec(spec string) (mptx.TCPPath, error) {
+	var p mptx.TCPPath
+	for _, kv := range strings.Split(spec, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || v == "" {
+			return p, fmt.Errorf("%q: want key=value pairs (local, remote, dev, rate, nic)", kv)
 		}
-		s = []byte(strings.TrimRight(string(b), "\r\n"))
-	} else {
-		s = []byte(os.Getenv("MPTX_SECRET"))
-	}
-	if len(s) == 0 {
-		return nil, badInput("no shared secret: set --secret-file or MPTX_SECRET (the same on both ends)")
-	}
-	if len(s) < 16 {
-		return nil, badInput("the shared secret is %d bytes; want at least 16", len(s))
-	}
-	return s, nil
-}
-
-func (f *verbsFlags) deviceList() []string {
-	if f.devices == "" {
-		return nil
-	}
-	return strings.Split(f.devices, ",")
-}
-
-func (f *verbsFlags) qpConfig() (verbs.QPConfig, error) {
-	c := verbs.QPConfig{Timeout: f.timeout, RetryCount: f.retry, MinRNRTimer: f.rnrTimer, MTU: units.Bytes(f.mtu)}
-	if f.retry < 0 || f.retry > 7 {
-		return c, badInput("--retry %d: valid 1..7", f.retry)
-	}
-	return c, nil
-}
-
-func (f *verbsFlags) poolSize(need units.Bytes) (units.Bytes, error) {
-	if f.pool == "" {
-		return need + 4*units.MiB, nil
-	}
-	p, err := units.ParseBytes(f.pool)
-	if err != nil || p <= 0 {
-		return 0, badInput("--pool %q: want a size such as 256MiB", f.pool)
-	}
-	if p < need {
-		return 0, badInput("--pool %v is smaller than the %v needed", p, need)
+		switch k {
+		case "local", "remote":
+			if _, err := netip.ParseAddr(v); err != nil {
+				return p, fmt.Errorf("%s=%q: want an IP address", k, v)
+			}
+			if k == "local" {
+				p.Local = v
+			} else {
+				p.Remote = v
+			}
+		case "dev":
+			p.Interface = v
+		case "rate":
+			r, err := units.ParseBitRate(v)
+			if err != nil || r <= 0 {
+				return p, fmt.Errorf("rate=%q: want a positive rate such as 10Gbps", v)
+			}
+			p.LineRate = r
+		case "nic":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n >= multipath.MaxPaths {
+				return p, fmt.Errorf("nic=%q: valid 0..%d", v, multipath.MaxPaths-1)
+			}
+			p.NIC = n
+		default:
+			return p, fmt.Errorf("unknown key %q (valid: local, remote, dev, rate, nic)", k)
+		}
 	}
 	return p, nil
 }
 
-// signalContext is cancelled on SIGINT.
-func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt)
-}
-
-// fillPattern writes the generated tensor: a 64-bit LCG stream seeded by
-// seed, so both ends can regenerate it.
-func fillPattern(b []byte, seed uint64) {
-	x := seed*0x9E3779B97F4A7C15 + 1
-	i := 0
-	for ; i+8 <= len(b); i += 8 {
-		x = x*6364136223846793005 + 1442695040888963407
-		v := x ^ x>>29
-		b[i], b[i+1], b[i+2], b[i+3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
-		b[i+4], b[i+5], b[i+6], b[i+7] = byte(v>>32), byte(v>>40), byte(v>>48), byte(v>>56)
-	}
-	for ; i < len(b); i++ {
-		x = x*6364136223846793005 + 1442695040888963407
-		b[i] = byte(x >> 33)
-	}
-}
-
-// runLocked runs loop on a goroutine locked to its OS thread (the CQ
-// polling loop: busy-poll, then sleep on the completion channel) and waits
-// for it.
-func runLocked(loop func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		errc <- loop()
-	}()
-	return <-errc
-}
-
-// progress steps a driver and refreshes a progress bar at most every
-// 100 ms from the loop's goroutine.
-type progress struct {
-	inner mptx.Stepper
-	bar   *progressbar.ProgressBar
-	done  func() int64
-	last  vtime.Time
-}
-
-func (p *progress) Step(now vtime.Time) vtime.Time {
-	next := p.inner.Step(now)
-	if p.bar != nil && now.Sub(p.last) >= 100*time.Millisecond {
-		p.last = now
-		_ = p.bar.Set64(p.done())
-	}
-	return next
-}
-
-func newBar(enabled bool, size units.Bytes, what string) *progressbar.ProgressBar {
-	if !enabled {
-		return nil
-	}
-	return progressbar.NewOptions64(int64(size),
-		progressbar.OptionSetWriter(os.Stderr),
-		progressbar.OptionSetDescription(what),
-		progressbar.OptionShowBytes(true),
-		progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionSetWidth(30),
-		progressbar.OptionClearOnFinish(),
-	)
-}
-
-// PathSummary is one path's line of a send or recv summary.
-type PathSummary struct {
-	Path     int     `json:"path"`
-	Device   string  `json:"device"`
-	QPN      uint32  `json:"qpn"`
-	SrcPort  uint16  `json:"udp_src_port"`
-	Bytes    int64   `json:"bytes"`
-	Share    float64 `json:"share"`
-	Chunks   int     `json:"chunks"`
-	Requeues int     `json:"requeues,omitempty"`
-	State    string  `json:"state,omitempty"`
-	Reason   string  `json:"reason,omitempty"`
-	BaseRTT  string  `json:"base_rtt,omitempty"`
-	SRTT     string  `json:"srtt,omitempty"`
-	MinRTT   string  `json:"min_rtt,omitempty"`
-	Probes   int     `json:"probes,omitempty"`
-	Error    string  `json:"error,omitempty"` // the backend's account of why the path is down
-}
-
-// SendSummary is what `mptx send` reports.
-type SendSummary struct {
-	Name       string        `json:"name"`
-	Bytes      int64         `json:"bytes"`
-	Chunks     int           `json:"chunks"`
-	ChunkSize  int64         `json:"chunk_size"`
-	Seconds    float64       `json:"seconds"`
-	Gbps       float64       `json:"gbps"`
-	CRC32C     string        `json:"crc32c,omitempty"`
-	Requeues   int           `json:"requeues"`
-	Paths      []PathSummary `json:"paths"`
-	ReceiverOK bool          `json:"receiver_ok"`
-	Receipt    string        `json:"receipt"`
-}
-
 func init() {
 	var (
+		xf         xferFlags
 		vf         verbsFlags
+		ef         engineFlags
 		to         string
 		file       string
 		size       string
 		seed       uint64
+		name       string
+		paths      int
+		pathSpecs  []string
+		sendBuffer string
 		qpsPerNIC  int
-		chunkSize  string
-		ccName     string
-		policy     string
-		inflight   string
-		stall      time.Duration
-		probeEvery time.Duration
-		noCRC      bool
-		segment    string
-		pfcXoff    string
-		noPacing   bool
 	)
 	cmd := &cobra.Command{
-		Use:   "send",
-		Short: "Send a file or a generated tensor to an mptx receiver over RDMA (verbs)",
-		Long: `send ships one tensor to ` + "`mptx recv`" + ` over RDMA WRITE WITH IMM on several RC queue
-pairs: --qps-per-nic on each local NIC (--devices). Both ends authenticate with
-the shared secret (HMAC challenge-response); a receiver without it learns
-nothing. The tensor is the file --file, or --size bytes generated from --seed.
+		Use:   "send [flags] ADDR [FILE...]",
+		Short: "Send files (or a generated tensor) to mptx recv over TCP or RDMA",
+		Long: `send ships each FILE as one tensor, named after the file's base name, to the
+` + "`mptx recv`" + ` listening on ADDR (HOST:PORT); without FILEs it sends one generated
+tensor of --size bytes from --seed. Both ends prove the shared secret to each
+other (HMAC challenge-response) before anything else; a receiver with another
+secret refuses us, and send says so in one line.
 
-When it returns: the engine completes the transfer when every chunk's last
-WRITE WITH IMM has a successful send completion, i.e. the receiver's RNIC
-acknowledged every byte (RC). send then waits for the receiver's receipt,
-sent after the receiver saw every chunk's immediate (so every byte is in place)
-and, unless --no-crc, checked the CRC-32C; the exit status is 0 only if the
-receipt says so. The summary gives throughput, each path's share, requeues and
-RTTs.
+Over a session (--transport tcp or auto) the tensors are pipelined through the
+session's send buffer (--send-buffer; a tensor larger than it cannot be sent)
+over --paths TCP connections, or one per --path, e.g. one per NIC:
+  --path local=10.0.1.1,remote=10.0.1.2 --path local=10.0.2.1,remote=10.0.2.2
+(keys: local source IP, remote receiver IP, dev interface, rate line rate, nic).
+Today the receiver's data listener takes connections only on the address the
+control connection reached (ADDR's host), so every remote must be that
+address: on a multi-homed receiver, listen on an address every NIC reaches
+(e.g. one on its loopback, routed per NIC) and bind each path with local= and
+dev= (the netns test in cmd/mptx does this).
+A path that fails or stalls is taken out of use and its chunks go over the
+others; it is reset (a new TCP connection) and rejoins when it answers again.
 
-Soft-RoCE (rdma_rxe), especially in a VM: rxe's cost is per work request and
-its ACKs lag under load, so post whole chunks (--chunk 1MiB --segment 1MiB
---pfc-xoff 16MiB), keep more in flight (--max-inflight 16MiB), raise the ACK
-timeout (--qp-timeout 500ms) and the stall timeout (--stall-timeout 3s), and
-keep --busy-poll short: a spinning process takes CPU from rxe's kernel tasks.
-test/rxe uses these settings.`,
-		Example: `  MPTX_SECRET=$(cat /etc/mptx.secret) mptx send --to 10.0.0.2:7471 --file weights.bin
-  mptx send --to host:7471 --size 1GiB --devices mlx5_0,mlx5_1 --qps-per-nic 4 --secret-file s.key`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+When it returns: each tensor is done when the receiver has every byte in place
+and has checked its CRC-32C (unless --no-crc), and said so. Ctrl-C cancels
+the transfers on both ends. The summary gives throughput, each path's bytes
+and share, requeues and resets. Exit status: 0 every tensor delivered; 1 a
+transfer or the session failed (a wrong secret included); 2 bad input; 130
+interrupted (Ctrl-C).
+
+Soft-RoCE (rdma_rxe), with --transport verbs, especially in a VM: rxe's cost is
+per work request and its ACKs lag under load, so post whole chunks (--chunk
+1MiB --segment 1MiB --pfc-xoff 16MiB), keep more in flight (--max-inflight
+16MiB), raise the ACK timeout (--qp-timeout 500ms) and the stall timeout
+(--stall-timeout 3s), and keep --busy-poll short. test/rxe uses these.
+` + transportsHelp,
+		Example: `  MPTX_SECRET=$(cat /etc/mptx.secret) mptx send 10.0.0.2:7471 weights.bin optimizer.bin
+  mptx send --secret-file s.key --transport tcp --paths 8 host:7471 model.safetensors
+  mptx send --secret-file s.key host:7471 --size 1GiB --seed 7
+  mptx send --transport verbs --to host:7471 --size 1GiB --devices mlx5_0,mlx5_1 --qps-per-nic 4 --secret-file s.key`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tr, err := xf.parseTransport(cmd, "paths", "path", "send-buffer")
+			if err != nil {
+				return err
+			}
+			if tr != mptx.TransportVerbs && cmd.Flags().Changed("qps-per-nic") {
+				return badInput("--qps-per-nic applies to --transport verbs only; sessions take --paths or --path")
+			}
 			if to == "" {
-				return badInput("--to HOST:PORT is required (the address mptx recv listens on)")
+				if len(args) == 0 {
+					return badInput("the receiver's address is required: mptx send HOST:PORT [FILE...] (or --to HOST:PORT)")
+				}
+				to, args = args[0], args[1:]
 			}
-			secret, err := vf.secret()
-			if err != nil {
-				return err
+			if _, _, err := net.SplitHostPort(to); err != nil {
+				return badInput("receiver address %q: want HOST:PORT (%v)", to, err)
 			}
-			qc, err := vf.qpConfig()
-			if err != nil {
-				return err
-			}
-			var n units.Bytes
-			name := file
+			files := args
 			if file != "" {
-				st, err := os.Stat(file)
-				if err != nil {
-					return badInput("--file: %v", err)
-				}
-				n = units.Bytes(st.Size())
-				if n == 0 {
-					return badInput("--file %s is empty", file)
-				}
-			} else {
-				if n, err = units.ParseBytes(size); err != nil || n <= 0 {
-					return badInput("--size %q: want a positive size such as 64MiB", size)
-				}
-				name = fmt.Sprintf("generated(seed=%d)", seed)
+				files = append([]string{file}, files...)
 			}
-			cs, err := units.ParseBytes(chunkSize)
-			if err != nil {
-				return badInput("--chunk %q: %v", chunkSize, err)
-			}
-			infl, err := units.ParseBytes(inflight)
-			if err != nil {
-				return badInput("--max-inflight %q: %v", inflight, err)
-			}
-			seg, err := units.ParseBytes(segment)
-			if err != nil {
-				return badInput("--segment %q: %v", segment, err)
-			}
-			xoff, err := units.ParseBytes(pfcXoff)
-			if err != nil {
-				return badInput("--pfc-xoff %q: %v", pfcXoff, err)
-			}
-			pol, err := multipath.ParsePolicy(policy)
-			if err != nil {
-				return badInput("--policy: %v", err)
-			}
-			if qpsPerNIC < 1 || qpsPerNIC > verbs.MaxQPsPerNIC {
-				return badInput("--qps-per-nic %d: valid 1..%d", qpsPerNIC, verbs.MaxQPsPerNIC)
-			}
-			pool, err := vf.poolSize(n)
+			tensors, err := tensorSources(files, size, seed, name)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := signalContext()
-			defer cancel()
-			sum, err := runSend(ctx, sendParams{
-				to: to, file: file, name: name, size: n, seed: seed, secret: secret, devices: vf.deviceList(),
-				pool: pool, qpsPerNIC: qpsPerNIC, qp: qc, crc: !noCRC, progress: !vf.noProgress && !vf.asJSON, busyPoll: vf.busyPoll,
-				engine: multipath.Config{CC: ccName, Policy: pol, ChunkSize: cs, MaxInFlight: infl, MinTimeout: stall, ProbeInterval: probeEvery,
-					Segment: seg, Pacing: multipath.PacingConfig{PFCXoff: xoff, Disabled: noPacing}},
-			})
+			secret, err := xf.secret()
+			if err != nil {
+				return err
+			}
+			ecfg, err := ef.config()
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			if tr == mptx.TransportVerbs {
+				return sendVerbs(cmd, ctx, &xf, &vf, ecfg, to, tensors, qpsPerNIC, !ef.noCRC, secret)
+			}
+			if paths < 1 || paths > multipath.MaxPaths {
+				return badInput("--paths %d: valid 1..%d", paths, multipath.MaxPaths)
+			}
+			var tcpPaths []mptx.TCPPath
+			for i, s := range pathSpecs {
+				p, err := parsePathSpec(s)
+				if err != nil {
+					return badInput("--path #%d: %v", i+1, err)
+				}
+				tcpPaths = append(tcpPaths, p)
+			}
+			if len(tcpPaths) > multipath.MaxPaths {
+				return badInput("%d --path flags: at most %d", len(tcpPaths), multipath.MaxPaths)
+			}
+			buf, err := sendBufferSize(sendBuffer, tensors)
+			if err != nil {
+				return err
+			}
+			cfg := mptx.Config{Secret: secret, Transport: tr, Paths: paths, TCP: mptx.TCPConfig{Paths: tcpPaths}, Engine: ecfg,
+				SendBuffer: buf, NoChecksum: ef.noCRC, Timeout: xf.timeout}
+			sum, err := runSendSession(ctx, sessionSendParams{addr: to, tensors: tensors, cfg: cfg, via: pathSpecs, progress: xf.progress()})
 			if sum != nil {
-				printSendSummary(cmd.OutOrStdout(), sum, vf.asJSON)
+				printSessionSendSummary(cmd.OutOrStdout(), sum, xf.asJSON)
 			}
 			return err
 		},
 	}
-	vf.register(cmd)
+	registerXferFlags(cmd, &xf, &vf)
+	ef.register(cmd)
 	f := cmd.Flags()
-	f.StringVar(&to, "to", "", "receiver address HOST:PORT (required)")
-	f.StringVar(&file, "file", "", "file to send (default: a generated tensor of --size)")
-	f.StringVar(&size, "size", "64MiB", "size of the generated tensor")
+	f.StringVar(&to, "to", "", "receiver address HOST:PORT (instead of the ADDR argument)")
+	f.StringVar(&file, "file", "", "a file to send (as a FILE argument)")
+	f.StringVar(&size, "size", "64MiB", "size of the generated tensor (without FILEs)")
 	f.Uint64Var(&seed, "seed", 1, "seed of the generated tensor")
-	f.IntVar(&qpsPerNIC, "qps-per-nic", 1, "RC queue pairs (paths) per NIC")
-	f.StringVar(&chunkSize, "chunk", "0", "chunk size (0 = automatic, 2-4 MiB)")
-	f.StringVar(&ccName, "cc", "dcqcn", "congestion control (dcqcn, timely, swift, hpcc, fixed)")
-	f.StringVar(&policy, "policy", "congestion-aware", "path policy: "+strings.Join(multipath.PolicyNames(), ", "))
-	f.StringVar(&inflight, "max-inflight", "0", "cap on each path's bytes in flight (0 = two bandwidth-delay products from the measured RTT)")
-	f.DurationVar(&stall, "stall-timeout", 0, "floor of the per-path stall timeout (0 = the engine's 10ms); raise it on slow links")
-	f.DurationVar(&probeEvery, "probe-interval", 0, "probe idle paths' RTT this often with zero-length WRITE WITH IMM (0 = only when needed)")
-	f.BoolVar(&noCRC, "no-crc", false, "do not send a CRC-32C for the receiver to check")
-	f.StringVar(&segment, "segment", "0", "largest work request a chunk is posted as (0 = the pacer's, 128 KiB)")
-	f.StringVar(&pfcXoff, "pfc-xoff", "0", "the switches' PFC XOFF threshold the pacer's bursts stay under (0 = 1 MiB)")
-	f.BoolVar(&noPacing, "no-pacing", false, "post segments as fast as the window allows (no software pacing)")
+	f.StringVar(&name, "name", "", "the tensor's name, for one tensor (default: the file's base name; generated-seedN for a generated one)")
+	f.IntVar(&paths, "paths", mptx.DefaultPaths, "session: TCP paths (connections), when no --path is given")
+	f.StringArrayVar(&pathSpecs, "path", nil, "session: one TCP path, local=IP,remote=IP,dev=IFACE,rate=RATE,nic=N (any subset; repeat per path)")
+	f.StringVar(&sendBuffer, "send-buffer", "", "session: the send buffer tensors are staged in (default: the largest tensor, at least min(all tensors, 256MiB))")
+	f.IntVar(&qpsPerNIC, "qps-per-nic", 1, "verbs: RC queue pairs (paths) per NIC")
 	addCommand(cmd)
 }
 
-type sendParams struct {
-	to, file, name string
-	size           units.Bytes
-	seed           uint64
-	secret         []byte
-	devices        []string
-	pool           units.Bytes
-	qpsPerNIC      int
-	qp             verbs.QPConfig
-	crc            bool
-	progress       bool
-	busyPoll       time.Duration
-	engine         multipath.Config
-}
-
-func runSend(ctx context.Context, p sendParams) (*SendSummary, error) {
-	h, err := verbs.OpenHost(verbs.HostConfig{Devices: p.devices, PoolSize: p.pool})
-	if err != nil {
-		return nil, err
+// tensorSources checks the files (or the generated tensor's size) and
+// names the tensors.
+func tensorSources(files []string, size string, seed uint64, name string) ([]tensorSource, error) {
+	if name != "" && len(files) > 1 {
+		return nil, badInput("--name names one tensor; %d files were given (each is named after its base name)", len(files))
 	}
-	defer h.Close()
-	buf, err := h.Alloc(p.size)
-	if err != nil {
-		return nil, err
+	if len(name) > mptx.MaxNameLen {
+		return nil, badInput("--name is %d bytes; valid up to %d", len(name), mptx.MaxNameLen)
 	}
-	defer buf.Free()
-	if p.file != "" {
-		f, err := os.Open(p.file)
+	if len(files) == 0 {
+		n, err := units.ParseBytes(size)
+		if err != nil || n <= 0 {
+			return nil, badInput("--size %q: want a positive size such as 64MiB", size)
+		}
+		if name == "" {
+			name = fmt.Sprintf("generated-seed%d", seed)
+		}
+		return []tensorSource{{name: name, size: n, seed: seed}}, nil
+	}
+	var out []tensorSource
+	for _, f := range files {
+		st, err := os.Stat(f)
 		if err != nil {
-			return nil, err
+			return nil, badInput("%v", err)
 		}
-		_, err = io.ReadFull(f, buf.Bytes())
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", p.file, err)
+		if !st.Mode().IsRegular() {
+			return nil, badInput("%s is not a regular file", f)
 		}
-	} else {
-		fillPattern(buf.Bytes(), p.seed)
-	}
-	var sum uint32
-	if p.crc {
-		sum = crc32.Checksum(buf.Bytes(), castagnoli)
-	}
-	clock := vtime.NewMonotonic()
-	dctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	conn, err := h.Dial(dctx, p.to, verbs.DialConfig{
-		Secret: p.secret, Send: buf, Size: p.size, ChunkSize: p.engine.ChunkSize, CRC: p.crc, CRC32C: sum,
-		Name: p.name, QPsPerNIC: p.qpsPerNIC, QP: p.qp, Clock: clock,
-	})
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	var done bool
-	var doneErr error
-	var doneAt vtime.Time
-	snd, err := mptx.NewSender(conn, mptx.SenderConfig{Engine: p.engine, OnDone: func(_ multipath.TransferID, now vtime.Time, err error) {
-		done, doneErr, doneAt = true, err, now
-	}})
-	if err != nil {
-		return nil, err
-	}
-	const id = 1
-	start := clock.Now()
-	slot, plan, err := snd.Submit(start, multipath.TransferSpec{ID: id, Size: p.size})
-	if err != nil {
-		return nil, err
-	}
-	if err := conn.Announce(dctx, &verbs.Transfer{ID: id, Slot: uint32(slot), Size: uint64(p.size), ChunkSize: uint64(plan.ChunkSize),
-		Count: uint32(plan.Count), CRC: p.crc, CRC32C: sum}); err != nil {
-		return nil, err
-	}
-	eng := snd.Engine()
-	bar := newBar(p.progress, p.size, "sending")
-	acked := func() int64 {
-		var t int64
-		for i := 0; i < eng.NumPaths(); i++ {
-			t += int64(eng.Stats(i).Bytes)
+		if st.Size() == 0 {
+			return nil, badInput("%s is empty (a tensor has at least 1 byte)", f)
 		}
-		return min(t, int64(p.size))
-	}
-	start = clock.Now()
-	err = runLocked(func() error {
-		return mptx.Loop(ctx, mptx.LoopConfig{Clock: clock, Wake: conn.Notify(), BusyPoll: p.busyPoll, Done: func() bool { return done }},
-			&progress{inner: snd, bar: bar, done: acked})
-	})
-	if bar != nil {
-		_ = bar.Finish()
-	}
-	s := &SendSummary{Name: p.name, Bytes: int64(p.size), Chunks: plan.Count, ChunkSize: int64(plan.ChunkSize)}
-	if p.crc {
-		s.CRC32C = fmt.Sprintf("%08x", sum)
-	}
-	if done && doneErr == nil {
-		d := doneAt.Sub(start)
-		s.Seconds = d.Seconds()
-		s.Gbps = float64(p.size) * 8 / d.Seconds() / 1e9
-	}
-	infos := conn.Paths()
-	var total int64
-	for i := 0; i < eng.NumPaths(); i++ {
-		total += int64(eng.Stats(i).Bytes)
-	}
-	for i := 0; i < eng.NumPaths(); i++ {
-		st := eng.Stats(i)
-		ps := PathSummary{Path: i, Device: infos[i].Device, QPN: infos[i].QPN, SrcPort: infos[i].SrcPort, Bytes: int64(st.Bytes),
-			Chunks: st.Chunks, Requeues: st.Requeues, State: st.State.String(), Reason: st.Reason,
-			BaseRTT: infos[i].BaseRTT.String(), SRTT: st.SRTT.String(), MinRTT: st.MinRTT.String(), Probes: st.Probes}
-		if total > 0 {
-			ps.Share = float64(st.Bytes) / float64(total)
+		n := name
+		if n == "" {
+			n = filepath.Base(f)
 		}
-		if perr := conn.PathErr(i); perr != nil {
-			ps.Error = perr.Error()
-		}
-		s.Requeues += st.Requeues
-		s.Paths = append(s.Paths, ps)
+		out = append(out, tensorSource{name: n, file: f, size: units.Bytes(st.Size())})
 	}
-	if err != nil {
-		return s, fmt.Errorf("send loop: %w", err)
-	}
-	if doneErr != nil {
-		return s, fmt.Errorf("transfer failed: %w", doneErr)
-	}
-	rctx, rcancel := context.WithTimeout(ctx, 5*time.Minute) // the receiver may be checking a large CRC
-	defer rcancel()
-	rc, err := conn.AwaitReceipt(rctx)
-	if err != nil {
-		return s, fmt.Errorf("waiting for the receiver's receipt: %w", err)
-	}
-	s.ReceiverOK = rc.OK
-	s.Receipt = rc.Message
-	if !rc.OK {
-		return s, fmt.Errorf("the receiver rejected the transfer: %s", rc.Message)
-	}
-	return s, nil
+	return out, nil
 }
 
-func printSendSummary(w io.Writer, s *SendSummary, asJSON bool) {
-	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(s)
-		return
+// sendBufferSize is --send-buffer, or by default the largest tensor but at
+// least min(all tensors, mptx.DefaultSendBuffer): room for one tensor, and
+// for several small ones to be in flight at once.
+func sendBufferSize(flag string, tensors []tensorSource) (units.Bytes, error) {
+	var largest, total units.Bytes
+	for _, t := range tensors {
+		largest = max(largest, t.size)
+		total += t.size
 	}
-	fmt.Fprintf(w, "sent %s: %v in %d chunks of %v, %.3f s, %.3f Gbit/s, %d requeues; receiver: %s\n",
-		s.Name, units.Bytes(s.Bytes), s.Chunks, units.Bytes(s.ChunkSize), s.Seconds, s.Gbps, s.Requeues, s.Receipt)
-	writePathTable(w, s.Paths, true)
-	for _, p := range s.Paths {
-		if p.Error != "" {
-			fmt.Fprintf(w, "path %d: %s\n", p.Path, p.Error)
-		}
+	if flag == "" {
+		return max(largest, min(total, mptx.DefaultSendBuffer)), nil
 	}
+	b, err := units.ParseBytes(flag)
+	if err != nil || b <= 0 {
+		return 0, badInput("--send-buffer %q: want a size such as 256MiB", flag)
+	}
+	if b < largest {
+		return 0, badInput("--send-buffer %v is smaller than the largest tensor (%v)", b, largest)
+	}
+	return b, nil
 }
 
-func writePathTable(w io.Writer, paths []PathSummary, sender bool) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	if sender {
-		fmt.Fprintln(tw, "path\tdevice\tqpn\tudp sport\tbytes\tshare\tchunks\trequeues\tstate\tbase rtt\tsrtt\tmin rtt\t")
-	} else {
-		fmt.Fprintln(tw, "path\tdevice\tqpn\tudp sport\tbytes\tshare\tchunks\t")
+// sendVerbs runs the direct verbs path: one tensor.
+func sendVerbs(cmd *cobra.Command, ctx context.Context, xf *xferFlags, vf *verbsFlags, ecfg multipath.Config, to string, tensors []tensorSource,
+	qpsPerNIC int, crc bool, secret []byte) error {
+	if len(tensors) != 1 {
+		return badInput("--transport verbs sends one tensor per run (%d given); sessions (--transport tcp) take several", len(tensors))
 	}
-	for _, p := range paths {
-		if sender {
-			state := p.State
-			if p.Reason != "" {
-				state += " (" + p.Reason + ")"
-			}
-			fmt.Fprintf(tw, "%d\t%s\t%#x\t%d\t%v\t%.1f%%\t%d\t%d\t%s\t%s\t%s\t%s\t\n", p.Path, p.Device, p.QPN, p.SrcPort,
-				units.Bytes(p.Bytes), 100*p.Share, p.Chunks, p.Requeues, state, p.BaseRTT, p.SRTT, p.MinRTT)
-		} else {
-			fmt.Fprintf(tw, "%d\t%s\t%#x\t%d\t%v\t%.1f%%\t%d\t\n", p.Path, p.Device, p.QPN, p.SrcPort, units.Bytes(p.Bytes), 100*p.Share, p.Chunks)
-		}
+	if qpsPerNIC < 1 || qpsPerNIC > verbs.MaxQPsPerNIC {
+		return badInput("--qps-per-nic %d: valid 1..%d", qpsPerNIC, verbs.MaxQPsPerNIC)
 	}
-	_ = tw.Flush()
+	qc, err := vf.qpConfig()
+	if err != nil {
+		return err
+	}
+	t := tensors[0]
+	pool, err := vf.poolSize(t.size)
+	if err != nil {
+		return err
+	}
+	sum, err := runSendVerbs(ctx, verbsSendParams{
+		to: to, file: t.file, name: t.name, size: t.size, seed: t.seed, secret: secret, devices: vf.deviceList(),
+		pool: pool, qpsPerNIC: qpsPerNIC, qp: qc, crc: crc, progress: xf.progress(), busyPoll: vf.busyPoll, engine: ecfg,
+	})
+	if sum != nil {
+		printSendSummary(cmd.OutOrStdout(), sum, xf.asJSON)
+	}
+	if cause := stopped(ctx); cause != nil {
+		return cause
+	}
+	return err
 }

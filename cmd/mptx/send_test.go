@@ -38,7 +38,7 @@ func TestSecretSources(t *testing.T) {
 	os.WriteFile(good, []byte("0123456789abcdef-secret\n"), 0o600)
 	short := filepath.Join(dir, "short")
 	os.WriteFile(short, []byte("tiny\n"), 0o600)
-	f := verbsFlags{secretFile: good}
+	f := xferFlags{secretFile: good}
 	if s, err := f.secret(); err != nil || string(s) != "0123456789abcdef-secret" {
 		t.Errorf("secret from file = %q, %v; want the file's first line without the newline", s, err)
 	}
@@ -73,14 +73,15 @@ func TestPoolSize(t *testing.T) {
 }
 
 func TestSendNeedsAddress(t *testing.T) {
+	t.Setenv("MPTX_SECRET", "0123456789abcdef-secret")
 	rootCmd.SetArgs([]string{"send"})
 	var out bytes.Buffer
 	rootCmd.SetOut(&out)
 	rootCmd.SetErr(&out)
 	err := rootCmd.Execute()
 	var u usageError
-	if err == nil || !strings.Contains(err.Error(), "--to HOST:PORT is required") || !asUsage(err, &u) {
-		t.Fatalf("mptx send without --to = %v; want a bad-input error naming --to", err)
+	if err == nil || !strings.Contains(err.Error(), "address is required") || !asUsage(err, &u) {
+		t.Fatalf("mptx send without --to = %v; want a bad-input error asking for the address", err)
 	}
 }
 
