@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mptx-dev/mptx/multipath"
@@ -261,7 +262,8 @@ func (l *Listener) serve(bs *bootstrap.Session, t bootstrap.Type, hello []byte) 
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.timeout())
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() { bs.Close() })
-	s, err := acceptSession(ctx, bs, t, hello, l.cfg)
+	host, _, _ := net.SplitHostPort(l.bl.Addr().String())
+	s, err := acceptSession(ctx, bs, t, hello, host, l.cfg)
 	if !stop() {
 		err = fmt.Errorf("mptx: session set-up took longer than Config.Timeout %v", l.cfg.timeout())
 		if s != nil {
@@ -327,6 +329,9 @@ type Session struct {
 	mu    sync.Mutex
 	err   error // why the session ended
 	peers string
+	// closing is set by Close before it says Bye, so that the peer's
+	// answer cannot be taken for the peer closing first.
+	closing atomic.Bool
 }
 
 // Transport returns the transport in use (tcp or verbs).
@@ -375,6 +380,7 @@ func (s *Session) Close() error {
 	if s.rcv != nil {
 		s.rcv.waitReceipts(s.cfg.timeout())
 	}
+	s.closing.Store(true)
 	_ = s.ctrl.send(msgBye, nil)
 	s.end(ErrSessionClosed)
 	return nil
@@ -386,11 +392,16 @@ func (s *Session) readLoop(handle func(t bootstrap.Type, payload []byte) error) 
 	for {
 		t, payload, err := s.ctrl.read()
 		if err != nil {
-			select {
-			case <-s.done:
+			switch {
+			case s.closing.Load():
+				s.end(ErrSessionClosed) // our own Close raced the peer's answer
 			default:
 				s.end(fmt.Errorf("mptx: control channel to %s: %w", s.peers, err))
 			}
+			return
+		}
+		if t == msgBye && s.closing.Load() {
+			s.end(ErrSessionClosed)
 			return
 		}
 		if t == msgBye {

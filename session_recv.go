@@ -75,6 +75,9 @@ type recvSide struct {
 	rmu      sync.Mutex
 	rcond    *sync.Cond
 	receipts int
+	// exited is closed once the loop has exited and queued its last
+	// tensor or failure: Recv drains out after it.
+	exited chan struct{}
 }
 
 func (rs *recvSide) receiptStart() {
@@ -112,7 +115,7 @@ func (rs *recvSide) waitReceipts(d time.Duration) {
 func newRecvSide(s *Session, recv qp.Receiver, region []byte, cfg *Config) (*recvSide, error) {
 	rs := &recvSide{s: s, recv: recv, region: region, alloc: newRangeAlloc(units.Bytes(len(region))),
 		clock: vtime.NewMonotonic(), cmds: make(chan func(), 1024), kick: make(chan struct{}, 1),
-		offers: map[multipath.TransferID]*incomingTensor{}, out: make(chan any, chunk.MaxSlots)}
+		offers: map[multipath.TransferID]*incomingTensor{}, out: make(chan any, chunk.MaxSlots), exited: make(chan struct{})}
 	rs.rcond = sync.NewCond(&rs.rmu)
 	if n, ok := recv.(qp.Notifier); ok {
 		rs.wake = n.Notify()
@@ -155,6 +158,7 @@ func (s *Session) Recv(ctx context.Context) (*Tensor, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-s.done:
+		<-rs.exited // what the session delivers is queued by now
 		select {
 		case v := <-rs.out:
 			return deliver(v)
@@ -339,6 +343,11 @@ func (rs *recvSide) onDone(id multipath.TransferID, _ vtime.Time, err error) {
 // long: out holds as many as there are slots.
 func (rs *recvSide) push(v any) {
 	select {
+	case rs.out <- v: // room: never dropped, even if the session just ended
+		return
+	default:
+	}
+	select {
 	case rs.out <- v:
 	case <-rs.s.done:
 	}
@@ -427,6 +436,8 @@ func (rs *recvSide) exit() {
 		default:
 		}
 	}
+	rs.waitReceipts(rs.s.cfg.timeout()) // their pushes come first
+	close(rs.exited)
 }
 
 func (rs *recvSide) shutdown(error) {
@@ -438,7 +449,10 @@ func (rs *recvSide) shutdown(error) {
 
 // acceptSession runs the receiver's half of the session handshake on an
 // authenticated control channel.
-func acceptSession(ctx context.Context, bs *bootstrap.Session, t bootstrap.Type, payload []byte, cfg Config) (*Session, error) {
+// dataHost is the listener's host: the data listener binds there too (the
+// wildcard when the session listener listens on every address, so paths
+// may reach the receiver through any of its addresses).
+func acceptSession(ctx context.Context, bs *bootstrap.Session, t bootstrap.Type, payload []byte, dataHost string, cfg Config) (*Session, error) {
 	if t != msgHello {
 		return nil, fmt.Errorf("mptx: got message %d, want Hello", t)
 	}
@@ -475,7 +489,7 @@ func acceptSession(ctx context.Context, bs *bootstrap.Session, t bootstrap.Type,
 	var err error
 	if tr == transportTCP {
 		s.tr = TransportTCP
-		recv, err = acceptTCP(ctx, bs, int(h.Paths), region, &cfg)
+		recv, err = acceptTCP(ctx, bs, dataHost, int(h.Paths), region, &cfg)
 	} else {
 		s.tr = TransportVerbs
 		recv, err = acceptVerbs(ctx, bs, region, &cfg)

@@ -52,13 +52,10 @@ func dialTCP(ctx context.Context, addr, dataAddr string, cfg *Config) (qp.Conn, 
 }
 
 // acceptTCP opens a data listener for this session alone (so its paths
-// cannot be confused with another session's), tells the sender its port
-// (Welcome) and accepts the sender's paths into region.
-func acceptTCP(ctx context.Context, bs *bootstrap.Session, paths int, region []byte, cfg *Config) (qp.Receiver, error) {
-	host, _, err := net.SplitHostPort(bs.LocalAddr().String())
-	if err != nil {
-		return nil, err
-	}
+// cannot be confused with another session's) on host (the session
+// listener's host), tells the sender its port (Welcome) and accepts the
+// sender's paths into region.
+func acceptTCP(ctx context.Context, bs *bootstrap.Session, host string, paths int, region []byte, cfg *Config) (qp.Receiver, error) {
 	ln, err := tcp.Listen(net.JoinHostPort(host, "0"), tcp.ListenConfig{Secret: cfg.Secret, RetryTimeout: cfg.TCP.RetryTimeout, MaxPending: paths + 8})
 	if err != nil {
 		return nil, fmt.Errorf("mptx: data listener: %w", err)

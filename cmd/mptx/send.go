@@ -146,11 +146,10 @@ session's send buffer (--send-buffer; a tensor larger than it cannot be sent)
 over --paths TCP connections, or one per --path, e.g. one per NIC:
   --path local=10.0.1.1,remote=10.0.1.2 --path local=10.0.2.1,remote=10.0.2.2
 (keys: local source IP, remote receiver IP, dev interface, rate line rate, nic).
-Today the receiver's data listener takes connections only on the address the
-control connection reached (ADDR's host), so every remote must be that
-address: on a multi-homed receiver, listen on an address every NIC reaches
-(e.g. one on its loopback, routed per NIC) and bind each path with local= and
-dev= (the netns test in cmd/mptx does this).
+The receiver's data listener binds the host it listens on (mptx recv
+--listen), so with --listen 0.0.0.0:PORT every remote= of the receiver's NICs
+reaches it; with a specific IP, remotes must be that IP (route it per NIC and
+bind each path with local= and dev=, as the netns test in cmd/mptx does).
 A path that fails or stalls is taken out of use and its chunks go over the
 others; it is reset (a new TCP connection) and rejoins when it answers again.
 

@@ -183,23 +183,3 @@ func traceSweep(ctx context.Context, dir, pattern string, stderr io.Writer) (con
 		return newSimObserver(tel, true, time.Now(), label, stderr)
 	}), nil
 }
-
-// safeName keeps letters, digits, '-', '_' and '.' of s (a file name
-// part from a spec: never a path).
-func safeName(s string) string {
-	var b strings.Builder
-	for _, c := range s {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
-			b.WriteRune(c)
-		case c == '.' && b.Len() > 0:
-			b.WriteRune(c)
-		default:
-			b.WriteRune('_')
-		}
-	}
-	if b.Len() == 0 {
-		return "run"
-	}
-	return b.String()
-}
