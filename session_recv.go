@@ -37,6 +37,7 @@ type Tensor struct {
 func (t *Tensor) Release() {
 	t.once.Do(func() {
 		t.r.do(func() { t.r.freeRange(t.Offset, units.Bytes(len(t.Data))) })
+		t.r.tensorBack()
 	})
 }
 
@@ -78,6 +79,37 @@ type recvSide struct {
 	// exited is closed once the loop has exited and queued its last
 	// tensor or failure: Recv drains out after it.
 	exited chan struct{}
+
+	// The region goes back to regionPool (when mptx made it) once the
+	// loop has exited and no tensor is outstanding (queued or held).
+	pooled      bool
+	poolMu      sync.Mutex
+	outstanding int  // tensors pushed and not yet released; guarded by poolMu
+	over        bool // the loop has exited; guarded by poolMu
+	returned    bool // guarded by poolMu
+}
+
+// tensorOut and tensorBack count tensors handed towards the application.
+func (rs *recvSide) tensorOut() {
+	rs.poolMu.Lock()
+	rs.outstanding++
+	rs.poolMu.Unlock()
+}
+
+func (rs *recvSide) tensorBack() {
+	rs.poolMu.Lock()
+	rs.outstanding--
+	rs.maybeReturn()
+	rs.poolMu.Unlock()
+}
+
+// maybeReturn pools the region when nothing can touch it any more. Called
+// with poolMu held.
+func (rs *recvSide) maybeReturn() {
+	if rs.pooled && rs.over && rs.outstanding == 0 && !rs.returned {
+		rs.returned = true
+		putRegion(rs.region)
+	}
 }
 
 func (rs *recvSide) receiptStart() {
@@ -332,6 +364,7 @@ func (rs *recvSide) onDone(id multipath.TransferID, _ vtime.Time, err error) {
 			rs.do(func() { rs.freeRange(in.off, size) })
 			rs.push(&TransferError{ID: id, Name: in.offer.Name, Err: err})
 		} else {
+			rs.tensorOut()
 			rs.push(t)
 		}
 		r := idMsg{ID: uint64(id), Err: errText(err)}
@@ -438,6 +471,10 @@ func (rs *recvSide) exit() {
 	}
 	rs.waitReceipts(rs.s.cfg.timeout()) // their pushes come first
 	close(rs.exited)
+	rs.poolMu.Lock()
+	rs.over = true
+	rs.maybeReturn()
+	rs.poolMu.Unlock()
 }
 
 func (rs *recvSide) shutdown(error) {
@@ -476,13 +513,16 @@ func acceptSession(ctx context.Context, bs *bootstrap.Session, t bootstrap.Type,
 		return nil, fmt.Errorf("mptx: no common transport (the sender offers %s, this receiver is set to %s%s)",
 			transportNames(h.Transports), cfgTransport(cfg), map[bool]string{true: "", false: " and has no usable RDMA device"}[verbsUsable()])
 	}
-	region := cfg.Region
+	region, pooled := cfg.Region, false
 	if region == nil {
 		size := cfg.RegionSize
 		if size == 0 {
 			size = DefaultRegionSize
 		}
-		region = make([]byte, size)
+		if region = getRegion(size); region == nil {
+			region = make([]byte, size)
+		}
+		pooled = true
 	}
 	s := &Session{cfg: cfg, ctrl: &ctrlConn{s: bs, timeout: cfg.timeout()}, done: make(chan struct{}), peers: bs.RemoteAddr().String()}
 	var recv qp.Receiver
@@ -500,8 +540,12 @@ func acceptSession(ctx context.Context, bs *bootstrap.Session, t bootstrap.Type,
 	rs, err := newRecvSide(s, recv, region, &cfg)
 	if err != nil {
 		recv.Close()
+		if pooled {
+			putRegion(region)
+		}
 		return nil, err
 	}
+	rs.pooled = pooled
 	s.rcv = rs
 	go s.readLoop(rs.onCtrl)
 	go rs.run()
