@@ -283,7 +283,7 @@ func (s *Session) Send(ctx context.Context, name string, data []byte) error {
 // Transfer at once, after copying data into the session's send buffer
 // (which waits for room when the buffer is busy with earlier tensors). ctx
 // cancels the transfer on both ends: it then fails with ctx's error, and
-// the receiver never delivers it. A data that starts where a Buffer of the
+// the receiver never delivers it. A tensor that starts where a Buffer of the
 // session's pool does (Session.Alloc) is not copied: it is sent where it
 // lies, and must not change until the transfer ends (see Buffer).
 func (s *Session) SendAsync(ctx context.Context, name string, data []byte) (*Transfer, error) {
