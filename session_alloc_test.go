@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -67,6 +69,11 @@ func TestAllocSendInPlace(t *testing.T) {
 		t.Fatalf("Alloc(24MiB) = Len %v Cap %v Offset %v", b.Len(), b.Cap(), b.Offset())
 	}
 	copy(b.Bytes(), big)
+	if _, err := os.Stat("/sys/devices/system/node/node1"); runtime.GOOS == "linux" && os.IsNotExist(err) {
+		if n := b.NUMANode(); n != 0 {
+			t.Errorf("NUMANode() = %d on a host with one node, want 0", n)
+		}
+	}
 	if err := snd.SendBuffer(ctx, "big", b, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -295,12 +302,13 @@ func BenchmarkSessionAllocParallel(b *testing.B) {
 			<-s.Done()
 		}
 	}()
-	s, err := mptx.Dial(context.Background(), ln.Addr().String(), mptx.Config{Secret: testSecret, Pool: 4 * units.GiB, SendBuffer: 4 * units.KiB})
+	s, err := mptx.Dial(context.Background(), ln.Addr().String(), mptx.Config{Secret: testSecret, Pool: 256 * units.MiB, SendBuffer: 4 * units.KiB})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
 	b.ReportAllocs()
+	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			buf, err := s.Alloc(2 * units.MiB)

@@ -63,6 +63,11 @@ func TestVMTopology(t *testing.T) {
 			t.Errorf("Devices(): %s on node %d, topology says %d", d.Name, d.NUMANode, p.NUMANode)
 		}
 	}
+	h, err := OpenHost(HostConfig{Devices: names, PoolSize: 4 << 20, HugePages: HugeNever})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
 	for node, dev := range nodeOf {
 		cs, err := ChoosePaths(topo, PathQuery{Candidates: names, Memory: Locality{NUMANode: node}})
 		if err != nil {
@@ -71,5 +76,13 @@ func TestVMTopology(t *testing.T) {
 		if got := Preferred(cs); len(got) != 1 || got[0] != dev {
 			t.Errorf("memory on node %d: preferred %v, want [%s] (%v)", node, got, dev, cs)
 		}
+		hc, err := h.ChooseNICs(PathQuery{Memory: Locality{NUMANode: node}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := Preferred(hc); len(got) != 1 || got[0] != dev {
+			t.Errorf("Host.ChooseNICs, memory on node %d: preferred %v, want [%s] (%v)", node, got, dev, hc)
+		}
+		t.Logf("memory on node %d: %v", node, hc)
 	}
 }
