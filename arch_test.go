@@ -23,6 +23,7 @@ var corePackages = map[string][]string{
 	"pacing":    {"units", "vtime"},
 	"chunk":     {"units", "vtime"},
 	"multipath": {"units", "vtime", "cc", "pacing", "chunk"},
+	"slab":      {"units"},
 }
 
 // coreStd is the standard library a core package may import: pure

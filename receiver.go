@@ -123,6 +123,14 @@ func (r *Receiver) Expect(tag int, id multipath.TransferID, plan chunk.Plan, rem
 	return nil
 }
 
+// Busy reports whether tag's slot still holds a transfer (of any
+// generation): Expect(tag, ...) would fail until it ends. A sender reuses
+// a slot as soon as its own end of the transfer is done, which can be
+// before this end has polled the transfer's last completions.
+func (r *Receiver) Busy(tag int) bool {
+	return tag >= 0 && tag < chunk.MaxTags && r.slots[chunk.TagSlot(tag)].live
+}
+
 // SenderDone reports the sender's end of transfer tag (its OnDone: err nil
 // for done). With AwaitSender a complete transfer is handed over now; an
 // error abandons the transfer (OnDone with err) whatever has arrived. It is

@@ -79,6 +79,11 @@ type Config struct {
 	// copied into it before they are posted, and a tensor larger than it
 	// cannot be sent. 0 means DefaultSendBuffer.
 	SendBuffer units.Bytes
+	// Pool is the sender's allocatable pool (Session.Alloc): registered
+	// with the transport together with the send buffer, once, so that a
+	// tensor in a Buffer is sent without a copy or a registration
+	// (session_alloc.go). 0 means none.
+	Pool units.Bytes
 	// RegionSize is the receiver's region (the memory peers write into):
 	// tensors in flight at once must fit in it together, and one tensor
 	// larger than it is refused. 0 means DefaultRegionSize, or len(Region).
@@ -144,6 +149,9 @@ func (c *Config) validate() error {
 	}
 	if c.SendBuffer < 0 || c.RegionSize < 0 || c.Timeout < 0 || c.Accept < 0 {
 		return fmt.Errorf("mptx: Config.SendBuffer %v, RegionSize %v, Timeout %v, Accept %d (valid: >= 0)", c.SendBuffer, c.RegionSize, c.Timeout, c.Accept)
+	}
+	if err := c.validatePool(); err != nil {
+		return err
 	}
 	if c.Region != nil && c.RegionSize != 0 && c.RegionSize != units.Bytes(len(c.Region)) {
 		return fmt.Errorf("mptx: Config.RegionSize = %v but len(Config.Region) = %d (set one)", c.RegionSize, len(c.Region))

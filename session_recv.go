@@ -278,6 +278,12 @@ func (rs *recvSide) grant() {
 			rs.waiting = rs.waiting[1:]
 			continue
 		}
+		if rs.rcv.Busy(int(in.offer.Tag)) {
+			// The sender reused the tag slot of a transfer whose last
+			// completions this end has yet to poll: wait for it to
+			// retire (onDone grants again).
+			return
+		}
 		off, ok := rs.alloc.alloc(in.plan.Size)
 		if !ok {
 			return
@@ -334,6 +340,7 @@ func (rs *recvSide) onDone(id multipath.TransferID, _ vtime.Time, err error) {
 	}
 	delete(rs.offers, id)
 	size := in.plan.Size
+	defer rs.grant() // the transfer's tag slot is free again
 	if err != nil {
 		rs.alloc.free(in.off, size)
 		rs.grant()

@@ -123,7 +123,8 @@ type Transfer struct {
 	Size units.Bytes
 
 	s      *sendSide
-	data   []byte // the caller's tensor (read until staged)
+	buf    *Buffer // the pool Buffer sent in place (nil: staged)
+	data   []byte  // the caller's tensor (read until staged)
 	crc    uint32
 	ctx    context.Context
 	stop   func() bool
@@ -189,6 +190,7 @@ func (t *Transfer) finish(err error) {
 		if t.stop != nil {
 			t.stop()
 		}
+		t.buf.unpin()
 		close(t.done)
 	})
 }
@@ -208,6 +210,7 @@ type sendSide struct {
 	stageMu  sync.Mutex
 	stageCnd *sync.Cond
 	send     []byte
+	pool     *sendPool // the rest of the region: Session.Alloc (nil: none)
 
 	tel    SendTelemetry // nil without Config.Telemetry
 	nextID atomic.Uint64
@@ -219,7 +222,11 @@ type sendSide struct {
 }
 
 func newSendSide(s *Session, conn qp.Conn, send []byte, cfg *Config) (*sendSide, error) {
-	ss := &sendSide{s: s, conn: conn, send: send, cmds: make(chan func(), 1024), kick: make(chan struct{}, 1),
+	send, pool, err := newSendPool(send, cfg)
+	if err != nil {
+		return nil, err
+	}
+	ss := &sendSide{s: s, conn: conn, send: send, pool: pool, cmds: make(chan func(), 1024), kick: make(chan struct{}, 1),
 		live: map[multipath.TransferID]*Transfer{}, clock: vtime.NewMonotonic()}
 	ss.stage = newRangeAlloc(units.Bytes(len(send)))
 	ss.stageCnd = sync.NewCond(&ss.stageMu)
@@ -293,7 +300,9 @@ func (s *Session) Send(ctx context.Context, name string, data []byte) error {
 // Transfer at once, after copying data into the session's send buffer
 // (which waits for room when the buffer is busy with earlier tensors). ctx
 // cancels the transfer on both ends: it then fails with ctx's error, and
-// the receiver never delivers it.
+// the receiver never delivers it. A tensor that starts where a Buffer of the
+// session's pool does (Session.Alloc) is not copied: it is sent where it
+// lies, and must not change until the transfer ends (see Buffer).
 func (s *Session) SendAsync(ctx context.Context, name string, data []byte) (*Transfer, error) {
 	ss := s.snd
 	if ss == nil {
@@ -306,14 +315,19 @@ func (s *Session) SendAsync(ctx context.Context, name string, data []byte) (*Tra
 	if size == 0 {
 		return nil, fmt.Errorf("mptx: tensor %q is empty (valid: at least 1 byte)", name)
 	}
-	if size > units.Bytes(len(ss.send)) {
+	buf := ss.pool.pin(data) // a Buffer of the pool is sent where it lies (session_alloc.go)
+	if buf == nil && size > units.Bytes(len(ss.send)) {
 		return nil, fmt.Errorf("mptx: tensor %q is %v, larger than the send buffer (%v; Config.SendBuffer)", name, size, units.Bytes(len(ss.send)))
 	}
 	if err := s.Err(); err != nil {
+		buf.unpin()
 		return nil, err
 	}
 	t := &Transfer{ID: multipath.TransferID(ss.nextID.Add(1)), Name: name, Size: size, s: ss, data: data, ctx: ctx,
 		done: make(chan struct{}), started: time.Now()}
+	if buf != nil {
+		return ss.startInPlace(t, buf) // session_alloc.go
+	}
 	// Stage: take a range of the send buffer (waiting for room), copy
 	// and checksum on the caller's goroutine, so that the engine's loop
 	// never stalls on a copy and several senders copy in parallel.

@@ -43,7 +43,7 @@ func dialTCP(ctx context.Context, addr, dataAddr string, cfg *Config) (qp.Conn, 
 			paths[i].Local = a
 		}
 	}
-	send := make([]byte, cfg.SendBuffer)
+	send := make([]byte, sendRegionSize(cfg)) // staging, then the pool (session_alloc.go)
 	c, err := tcp.Dial(ctx, net.JoinHostPort(host, port), tcp.DialConfig{Secret: cfg.Secret, Paths: paths, SendRegion: send, RetryTimeout: cfg.TCP.RetryTimeout})
 	if err != nil {
 		return nil, nil, fmt.Errorf("mptx: connecting the TCP paths: %w", err)

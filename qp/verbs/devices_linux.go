@@ -66,7 +66,8 @@ func describeDevice(dev *C.struct_ibv_device, links map[string]*netlink.RdmaLink
 		d.SysImageGUID = l.Attrs.SysImageGuid
 		d.FirmwareVersion = l.Attrs.FirmwareVersion
 	}
-	d.NUMANode = readIntFile(filepath.Join(sysfsRoot, d.Name, "device", "numa_node"), -1)
+	// The device's NUMA node, or a soft device's netdev's (topology.go).
+	d.NUMANode = readPlacement(filepath.Dir(filepath.Dir(sysfsRoot)), d.Name).NUMANode
 
 	ctx, err := C.ibv_open_device(dev)
 	if ctx == nil {

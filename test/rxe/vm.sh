@@ -20,6 +20,8 @@
 #   MPTX_RXE_MEM    guest MiB (2048)        MPTX_RXE_SMP  vCPUs (2)
 #   MPTX_RXE_TIMEOUT  seconds for the whole VM (900)
 #   MPTX_RXE_KERNEL   kernel version to use (default: what linux-image-amd64 names)
+#   MPTX_RXE_QEMU_ARGS  extra qemu arguments, word-split (NUMA nodes, NICs:
+#                       test/rxe/numa.sh)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -91,7 +93,7 @@ cp /bin/busybox "$IR/bin/busybox"
 install -m 0755 "$HERE/init.sh" "$IR/init"
 mknod -m 600 "$IR/dev/console" c 5 1
 : >"$IR/modules/order"
-for m in virtio_pci 9pnet_virtio 9p veth rdma_rxe ib_uverbs crc32_generic sch_netem sch_tbf; do
+for m in virtio_pci 9pnet_virtio 9p virtio_net veth rdma_rxe ib_uverbs crc32_generic sch_netem sch_tbf; do
   modprobe -d "$KDIR" -S "$KVER" --show-depends "$m" 2>/dev/null | while read -r verb path _; do
     [ "$verb" = insmod ] || continue
     b=$(basename "$path")
@@ -118,7 +120,7 @@ timeout -k 10 "$TIMEOUT" qemu-system-x86_64 -machine pc -accel tcg,thread=multi 
   -append "console=ttyS0 panic=-1 loglevel=4 mitigations=off mptx.share=$SHARE" \
   -virtfs local,path=/,mount_tag=root9p,security_model=none,readonly=on,multidevs=remap \
   -virtfs "local,path=$SHARE,mount_tag=share9p,security_model=none,multidevs=remap" \
-  -nic none -display none -monitor none -serial stdio -no-reboot </dev/null 2>&1 \
+  -nic none -display none -monitor none -serial stdio -no-reboot ${MPTX_RXE_QEMU_ARGS:-} </dev/null 2>&1 \
   | tr -d '\r' | tee "$LOG"
 qrc=${PIPESTATUS[0]}
 set -e

@@ -1,0 +1,27 @@
+package verbs
+
+import "fmt"
+
+// ChooseNICs ranks the host's open NICs whose port was ACTIVE when the
+// host opened them for a transfer of memory at q.Memory to q.Peer
+// (ChoosePaths over this host's sysfs topology; q.Candidates is
+// replaced). Preferred(result) are the names for DialConfig.NICs: the NICs
+// a connection should use while the engine has no notion of preferred and
+// fall-back paths; the whole result, in order, is what it should get once
+// it has (docs/memory.md, "Topology").
+func (h *Host) ChooseNICs(q PathQuery) ([]PathChoice, error) {
+	topo, err := ReadTopology(SysRoot)
+	if err != nil {
+		return nil, err
+	}
+	q.Candidates = q.Candidates[:0:0]
+	for _, n := range h.NICs() {
+		if n.Port.Active() {
+			q.Candidates = append(q.Candidates, n.Device.Name)
+		}
+	}
+	if len(q.Candidates) == 0 {
+		return nil, fmt.Errorf("%w: no open NIC has an ACTIVE port", ErrNoDevice)
+	}
+	return ChoosePaths(topo, q)
+}
