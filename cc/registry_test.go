@@ -103,7 +103,7 @@ func TestParamsDecode(t *testing.T) {
 		{"RateDecreaseInterval", got.RateDecreaseInterval, time.Duration(-1)},
 		{"Window", got.Window, units.MiB},
 		{"F", got.F, 3},
-		{"RateIncreaseTimer (default)", got.RateIncreaseTimer, 55 * time.Microsecond},
+		{"RateIncreaseTimer (default)", got.RateIncreaseTimer, 300 * time.Microsecond},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -268,15 +268,16 @@ func TestSpecsCoverConfigs(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	d := DCQCNConfig{}.WithDefaults(path100G)
 	wd := DCQCNConfig{
-		G: 1.0 / 256, InitAlpha: 1, AlphaTimer: usd(50), RateDecreaseInterval: usd(50),
-		RateIncreaseTimer: usd(55), ByteCounter: 10 * units.MB, F: 5,
-		AI: 20 * units.Mbps, HAI: 200 * units.Mbps, MinRate: 100 * units.Mbps, Window: units.MaxBytes,
+		G: 5.0 / 1024, InitAlpha: 1023.0 / 1024, AlphaUpdate: DCQCNAlphaPeriodic, AlphaTimer: usd(1),
+		Decrease: DCQCNDecreaseImmediate, RateDecreaseInterval: usd(4), Clamp: DCQCNClampAfterTimer,
+		Increase: DCQCNIncreaseQCN, RateIncreaseTimer: usd(300), ByteCounter: 32767 * 64, F: 1,
+		AI: 5 * units.Mbps, HAI: 50 * units.Mbps, MinRate: units.Mbps, Window: units.MaxBytes,
 	}
 	if d != wd {
-		t.Errorf("DCQCN defaults = %+v, want %+v", d, wd)
+		t.Errorf("DCQCN defaults = %+v, want %+v (ConnectX firmware)", d, wd)
 	}
 	if got := (DCQCNConfig{}).WithDefaults(PathInfo{LineRate: 25 * units.Gbps, BaseRTT: 1}); got.AI != 5*units.Mbps || got.HAI != 50*units.Mbps {
-		t.Errorf("DCQCN at 25G: AI, HAI = %v, %v, want 5Mbps, 50Mbps", got.AI, got.HAI)
+		t.Errorf("DCQCN at 25G: AI, HAI = %v, %v, want 5Mbps, 50Mbps (absolute, as the firmware's)", got.AI, got.HAI)
 	}
 	m := TimelyConfig{}.WithDefaults(path100G)
 	wm := TimelyConfig{
@@ -300,7 +301,7 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("Swift BaseTarget on a 40 µs path = %v, want 80µs (2 × BaseRTT)", got)
 	}
 	h := HPCCConfig{}.WithDefaults(path100G)
-	wh := HPCCConfig{Eta: 0.95, MaxStage: 5, T: usd(10), WAI: 50, MinWindow: 125, MaxWindow: 125000}
+	wh := HPCCConfig{Eta: 0.95, MaxStage: 5, T: usd(10), WAI: 50, AI: 40 * units.Mbps, MinWindow: 4096, MinRate: 100 * units.Mbps, MaxWindow: 125000}
 	if h != wh {
 		t.Errorf("HPCC defaults = %+v, want %+v", h, wh)
 	}

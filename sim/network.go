@@ -110,9 +110,13 @@ func (n *Network) AddHost(name string, nics int, cfg NICConfig) (*Host, error) {
 	for r := 0; r < nics; r++ {
 		nic := &NIC{
 			w: n.W, net: n, id: int32(len(n.NICs)), name: name + "/nic" + strconv.Itoa(r),
-			host: h, rail: r, cfg: c, rto: AckTimeoutDuration(c.AckTimeout), mtu: int32(c.MTU),
+			host: h, rail: r, cfg: &c, rto: AckTimeoutDuration(c.AckTimeout), mtu: int32(c.MTU),
 			ackEvery: c.AckEvery, cnpInterval: c.CNPInterval, nakInterval: c.NAKInterval,
-			intHeader: c.INTHeader, noECT: c.NoECT,
+			intHeader: c.INTHeader, noECT: c.NoECT, header: int32(c.Header), roce: c.Header == 0,
+			ackData: c.AckInDataClass,
+		}
+		if nic.roce {
+			nic.header = DataHeaders
 		}
 		n.NICs = append(n.NICs, nic)
 		h.nics = append(h.nics, nic)
@@ -270,8 +274,21 @@ func (n *Network) Link(a, b Node, cfg LinkConfig) (*Cable, error) {
 	return c, nil
 }
 
-// maxWireFrame is the largest data frame on the wire at the largest MTU.
-const maxWireFrame = DataHeaders + RETHHeader + ImmDtHeader + DefaultMTU + WireOverhead
+// maxFrame returns the wire bytes of the largest data frame the network's
+// NICs send (at least the default MTU's), for PFC headroom.
+func (n *Network) maxFrame() int64 {
+	m := int64(DataHeaders + RETHHeader + ImmDtHeader + DefaultMTU + WireOverhead)
+	for _, nic := range n.NICs {
+		m = max(m, int64(nic.frame(int(nic.mtu)))+RETHHeader+ImmDtHeader+WireOverhead)
+	}
+	return m
+}
+
+// frame returns the frame bytes of a data packet of pay payload bytes
+// without the RoCE extension headers.
+func (n *NIC) frame(pay int) units.Bytes {
+	return units.Bytes(int(n.header) + pay + int(n.intHeader))
+}
 
 // Build sizes every switch's buffer, computes shortest-path ECMP routes
 // from every switch to every NIC, and arms the watchdog. It must be called
@@ -285,8 +302,9 @@ func (n *Network) Build() error {
 			return fmt.Errorf("sim: NIC %s is not linked", nic.name)
 		}
 	}
+	frame := n.maxFrame()
 	for _, s := range n.Switches {
-		if err := s.buildMMU(); err != nil {
+		if err := s.buildMMU(frame); err != nil {
 			return err
 		}
 	}
@@ -308,7 +326,7 @@ func (n *Network) Build() error {
 	return nil
 }
 
-func (s *Switch) buildMMU() error {
+func (s *Switch) buildMMU(maxWireFrame int64) error {
 	c := &s.cfg
 	buf := int64(c.Buffer)
 	np := int64(len(s.ports))
@@ -450,9 +468,11 @@ func (n *Network) PathOf(q *QP) []*Port {
 // returns the number of switches on the path.
 func (n *Network) baseRTT(src, dst *NIC, flow uint64, mtu int) (Time, int) {
 	path := n.Path(src, dst, flow)
+	data := src.frame(mtu) + WireOverhead
+	ack := units.Bytes(AckSize+WireOverhead) + src.intHeader
 	var rtt Time
 	for _, p := range path {
-		rtt += TxTime(p.rate, units.Bytes(mtu+DataHeaders+WireOverhead)) + TxTime(p.rate, AckSize+WireOverhead) + 2*p.delay
+		rtt += TxTime(p.rate, data) + TxTime(p.rate, ack) + 2*p.delay
 	}
 	return rtt, max(len(path)-1, 0)
 }

@@ -56,13 +56,17 @@ type NIC struct {
 	intHeader   units.Bytes
 	id          int32
 	mtu         int32
+	header      int32 // data packet header bytes (cfg.Header, or DataHeaders)
 	noECT       bool
+	roce        bool // RoCEv2 framing: RETH and ImmDt on top of header
+	ackData     bool // cfg.AckInDataClass
 
 	net  *Network
 	name string
 	host *Host
 	rail int
-	cfg  NICConfig
+	cfg  *NICConfig // shared by the host's NICs
+	_    [80]byte   // to 256 bytes (TestHotLayout)
 }
 
 // QPNs are unique in a network: the NIC's id in the high bits, then
@@ -90,7 +94,7 @@ func (n *NIC) Rail() int { return n.rail }
 func (n *NIC) Port() *Port { return n.port }
 
 // Config returns the NIC's configuration with defaults applied.
-func (n *NIC) Config() NICConfig { return n.cfg }
+func (n *NIC) Config() NICConfig { return *n.cfg }
 
 // QPs returns the NIC's queue pairs, in creation order.
 func (n *NIC) QPs() []*QP { return n.qps }
@@ -324,7 +328,14 @@ type QP struct {
 	path    int
 	hopsBuf [MaxHops]qp.INTHop
 	doneWR  qp.SendWR // the work request being completed
-	_       [32]byte  // to a whole number of lines
+
+	// Pacing memory, so that a rate change re-paces the next packet as
+	// HPCC ns-3's RdmaHw::ChangeRate does: the last packet's start and its
+	// wire bytes, and the NIC CC rate they were paced at.
+	paceFrom Time
+	paceWire units.Bytes
+	ccRate   units.BitRate
+	_        [8]byte // to a whole number of lines
 }
 
 const (
@@ -559,7 +570,7 @@ func (q *QP) nextPacket(now Time) *Packet {
 	e := &q.sq[(q.sqHd+q.cur)&(len(q.sq)-1)]
 	off := q.curOf
 	pay := min(units.Bytes(n.mtu), e.wr.Len-off)
-	size := int32(DataHeaders+pay) + int32(n.intHeader)
+	size := n.header + int32(pay) + int32(n.intHeader)
 	p := n.w.NewPacket()
 	p.Kind = KindData
 	p.Dst = q.peer
@@ -580,14 +591,18 @@ func (q *QP) nextPacket(now Time) *Packet {
 			x.reth, x.remote, x.msgLen = true, int64(e.wr.Remote), int64(e.wr.Len)
 			p.ext = x
 		}
-		size += RETHHeader
+		if n.roce {
+			size += RETHHeader
+		}
 	}
 	if off+pay >= e.wr.Len {
 		p.flags |= flagLast
 		if e.wr.Op == qp.OpWriteImm {
 			p.flags |= flagImm
 			p.Imm = e.wr.Imm
-			size += ImmDtHeader
+			if n.roce {
+				size += ImmDtHeader
+			}
 		}
 		q.cur++
 		q.curOf = 0
@@ -615,9 +630,38 @@ func (q *QP) nextPacket(now Time) *Packet {
 		}
 	}
 	if r > 0 && r < q.lineRate {
-		q.nextTx = max(q.nextTx, now) + TxTime(r, units.Bytes(size+WireOverhead))
+		q.paceFrom, q.paceWire = max(q.nextTx, now), units.Bytes(size+WireOverhead)
+		q.nextTx = q.paceFrom + TxTime(r, q.paceWire)
 	}
 	return p
+}
+
+// repace recomputes when the next packet may start after the NIC CC's rate
+// changed: one gap at the new rate after the last paced packet's start
+// (HPCC ns-3 RdmaHw::ChangeRate moves its next-available time the same
+// way), so that a QP cut to a low rate and then recovered does not wait
+// out the long gap of the low rate.
+func (q *QP) repace(now Time) {
+	if q.paceWire == 0 || q.nextTx <= now {
+		return // nothing paced is pending
+	}
+	r := q.ccRate
+	if q.rateLimit > 0 && q.rateLimit < r {
+		r = q.rateLimit
+	}
+	next := q.paceFrom
+	if r > 0 && r < q.lineRate {
+		next += TxTime(r, q.paceWire)
+	}
+	next = max(next, now)
+	if next == q.nextTx {
+		return
+	}
+	q.nextTx = next
+	if q.active {
+		q.nic.active[q.actIdx].nextTx = next
+		q.nic.port.kick(now)
+	}
 }
 
 // armCC re-arms the congestion controller's timer at its deadline and
@@ -625,6 +669,10 @@ func (q *QP) nextPacket(now Time) *Packet {
 func (q *QP) armCC(now Time) {
 	if q.active {
 		q.nic.active[q.actIdx].win = q.cc.Window()
+	}
+	if r := q.cc.Rate(); r != q.ccRate {
+		q.ccRate = r
+		q.repace(now)
 	}
 	d := q.cc.Deadline()
 	if d == 0 {
@@ -914,6 +962,9 @@ func (q *QP) onData(p *Packet, now Time) {
 func (q *QP) ctrlPacket(k Kind, size uint16) *Packet {
 	c := q.nic.w.NewPacket()
 	c.Kind = k
+	if q.nic.ackData {
+		c.flags |= flagDataClass
+	}
 	c.Size = size
 	c.Dst = q.peer
 	c.QPN = q.peerQPN

@@ -72,10 +72,10 @@ type Port struct {
 	qLast     Time // last change of qBytes (queue-length integral)
 	qIntHi    uint64
 	qIntLo    uint64 // ∫ qBytes dt in byte·ps (128-bit)
-	queueMax  units.Bytes
-	txPackets uint64
-	txBytes   uint64
-	txData    uint64
+	queueMax units.Bytes
+	txAck    uint64 // ACK and NAK frames transmitted
+	txBytes  uint64
+	txData   uint64
 
 	// line 4: ECN marking and INT stamping
 	ecn         ECNConfig
@@ -106,15 +106,18 @@ type Port struct {
 	stormEnd Time
 	wd       Timer
 	wdEv     watchdogEvent
-	_        [8]byte // to a whole number of cache lines (TestHotLayout)
+	_        [48]byte // to a whole number of cache lines (TestHotLayout)
 }
 
 // PortCounters are a port's cumulative counters. Queue figures are of the
 // data class, in frame bytes.
 type PortCounters struct {
-	TxPackets   uint64 // frames transmitted (all classes)
-	TxBytes     uint64 // frame bytes transmitted (all classes)
-	TxData      uint64 // data frames transmitted
+	TxPackets uint64 // frames transmitted (all kinds): TxData + TxAck + TxCNP + TxPFC
+	TxBytes   uint64 // frame bytes transmitted (all kinds)
+	TxData    uint64 // data frames transmitted
+	TxAck     uint64 // ACK and NAK frames transmitted
+	TxCNP     uint64 // CNPs transmitted
+	TxPFC     uint64 // PFC frames transmitted: PauseSent + ResumeSent
 	ECNMarks    uint64 // data packets marked CE here
 	ECNExpected float64
 	// ECNExpected is the sum of the RED marking probabilities of the ECT
@@ -212,7 +215,9 @@ func (p *Port) SetLoss(prob float64) error {
 // Counters returns the port's counters as of now.
 func (p *Port) Counters() PortCounters {
 	c := p.c
-	c.TxPackets, c.TxBytes, c.TxData = p.txPackets, p.txBytes, p.txData
+	c.TxBytes, c.TxData, c.TxAck = p.txBytes, p.txData, p.txAck
+	c.TxPFC = c.PauseSent + c.ResumeSent
+	c.TxPackets = c.TxData + c.TxAck + c.TxCNP + c.TxPFC
 	c.ECNMarks, c.ECNExpected = p.ecnMarks, p.ecnExpected
 	c.QueueMax, c.IngressMax, c.HeadroomMax = p.queueMax, p.ingressMax, p.headroomMax
 	now := p.w.now
@@ -358,9 +363,16 @@ func (p *Port) Fire(now Time) {
 // dataBlocked reports whether the data class may not start a frame.
 func (p *Port) dataBlocked() bool { return p.paused && !p.storm }
 
+// ctrlReady reports whether the control queue's head may be sent: it is
+// not a data-class ACK (NICConfig.AckInDataClass) held by a pause.
+func (p *Port) ctrlReady() bool {
+	h := p.ctrl.head
+	return h != nil && (h.flags&flagDataClass == 0 || !p.dataBlocked())
+}
+
 // more reports whether the port has something it could send.
 func (p *Port) more() bool {
-	if p.pfcWant != p.pfcSent || p.ctrl.head != nil {
+	if p.pfcWant != p.pfcSent || p.ctrlReady() {
 		return true
 	}
 	if p.dataBlocked() {
@@ -379,7 +391,7 @@ func (p *Port) startNext(now Time) {
 	switch {
 	case p.pfcWant != p.pfcSent:
 		pkt = p.pfcFrame()
-	case p.ctrl.head != nil:
+	case p.ctrlReady():
 		pkt = p.ctrl.pop()
 	case p.dataBlocked():
 		return
@@ -396,10 +408,14 @@ func (p *Port) startNext(now Time) {
 	}
 	ser := p.ser.Time(int64(pkt.Size) + WireOverhead)
 	p.busyUntil = now + ser
-	p.txPackets++
 	p.txBytes += uint64(pkt.Size)
-	if pkt.Kind == KindData {
+	switch pkt.Kind {
+	case KindData:
 		p.txData++
+	case KindAck, KindNak, KindNakAccess:
+		p.txAck++
+	case KindCNP:
+		p.c.TxCNP++
 	}
 	if !p.up {
 		p.c.LinkDrops++
@@ -447,7 +463,7 @@ func (p *Port) dequeued(pkt *Packet, now Time) {
 			p.OnMark(q, prob, marked)
 		}
 	}
-	if p.intOn {
+	if p.intOn && pkt.Kind == KindData {
 		if pkt.ext == nil {
 			pkt.ext = p.w.newExt()
 		}

@@ -90,7 +90,7 @@ func (s *Switch) receive(p *Packet, in *Port) {
 		return
 	}
 	op := s.ports[out]
-	if p.Kind != KindData {
+	if !p.dataClass() {
 		op.enqueueCtrl(p, now)
 		return
 	}
