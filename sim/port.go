@@ -68,10 +68,10 @@ type Port struct {
 
 	// line 3: the data queue's accounting and the per-frame counters
 	// (PortCounters' hot fields; Counters merges them)
-	qBytes    int64
-	qLast     Time // last change of qBytes (queue-length integral)
-	qIntHi    uint64
-	qIntLo    uint64 // ∫ qBytes dt in byte·ps (128-bit)
+	qBytes   int64
+	qLast    Time // last change of qBytes (queue-length integral)
+	qIntHi   uint64
+	qIntLo   uint64 // ∫ qBytes dt in byte·ps (128-bit)
 	queueMax units.Bytes
 	txAck    uint64 // ACK and NAK frames transmitted
 	txBytes  uint64
@@ -112,12 +112,12 @@ type Port struct {
 // PortCounters are a port's cumulative counters. Queue figures are of the
 // data class, in frame bytes.
 type PortCounters struct {
-	TxPackets uint64 // frames transmitted (all kinds): TxData + TxAck + TxCNP + TxPFC
-	TxBytes   uint64 // frame bytes transmitted (all kinds)
-	TxData    uint64 // data frames transmitted
-	TxAck     uint64 // ACK and NAK frames transmitted
-	TxCNP     uint64 // CNPs transmitted
-	TxPFC     uint64 // PFC frames transmitted: PauseSent + ResumeSent
+	TxPackets   uint64 // frames transmitted (all kinds): TxData + TxAck + TxCNP + TxPFC
+	TxBytes     uint64 // frame bytes transmitted (all kinds)
+	TxData      uint64 // data frames transmitted
+	TxAck       uint64 // ACK and NAK frames transmitted
+	TxCNP       uint64 // CNPs transmitted
+	TxPFC       uint64 // PFC frames transmitted: PauseSent + ResumeSent
 	ECNMarks    uint64 // data packets marked CE here
 	ECNExpected float64
 	// ECNExpected is the sum of the RED marking probabilities of the ECT
