@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mptx-dev/mptx/experiments/interop"
+	"github.com/mptx-dev/mptx/sim"
 	"github.com/mptx-dev/mptx/units"
 )
 
@@ -382,6 +383,22 @@ func (v *validator) switchConfig() error {
 	if e.KMax > sw.Buffer {
 		return v.fail("switch.ecn.kmax", e.KMax.String(), "exceeds switch.buffer "+sw.Buffer.String())
 	}
+	for i, r := range e.ByRate {
+		f := fmt.Sprintf("switch.ecn.by_rate[%d]", i)
+		switch {
+		case r.Rate < units.Gbps || r.Rate > 1600*units.Gbps:
+			return v.fail(f+".rate", r.Rate.String(), "want a link rate in [1Gbps, 1600Gbps]")
+		case r.KMin < 0 || r.KMax <= r.KMin || r.KMax > sw.Buffer:
+			return v.fail(f+".kmax", r.KMax.String(), "want kmin < kmax <= switch.buffer")
+		case !(r.PMax > 0 && r.PMax <= 1):
+			return v.fail(f+".pmax", fmtFloat(r.PMax), "want a probability in (0, 1]")
+		}
+		for _, o := range e.ByRate[:i] {
+			if o.Rate == r.Rate {
+				return v.fail(f+".rate", r.Rate.String(), "listed twice")
+			}
+		}
+	}
 	return nil
 }
 
@@ -390,10 +407,11 @@ func (v *validator) nic() error {
 	if n.MTU == 0 {
 		n.MTU = 4096
 	}
-	switch n.MTU {
-	case 256, 512, 1024, 2048, 4096:
-	default:
-		return v.fail("nic.mtu", n.MTU.String(), "want an IB path MTU: 256, 512, 1024, 2048 or 4096 bytes")
+	if n.MTU < 256 || n.MTU > sim.MaxMTU {
+		return v.fail("nic.mtu", n.MTU.String(), fmt.Sprintf("want a payload of 256 to %d bytes", sim.MaxMTU))
+	}
+	if n.Header < 0 || n.Header > 1024 {
+		return v.fail("nic.header", n.Header.String(), "want 0 (RoCEv2 framing) or header bytes in [1, 1024]")
 	}
 	if n.AckEvery == 0 {
 		n.AckEvery = 4
@@ -431,7 +449,10 @@ func (v *validator) nic() error {
 	if n.SendQueue < 2 || n.SendQueue > 65536 {
 		return v.fail("nic.send_queue", strconv.Itoa(n.SendQueue), "want work requests per QP in [2, 65536]")
 	}
-	return v.ccParams("nic.dcqcn", "dcqcn", n.DCQCN)
+	if err := v.ccParams("nic.dcqcn", "dcqcn", n.DCQCN); err != nil {
+		return err
+	}
+	return v.ccParams("nic.hpcc", "hpcc", n.HPCC)
 }
 
 // ccParams checks an algorithm's tunables with the cc registry.

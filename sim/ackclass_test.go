@@ -3,6 +3,7 @@ package sim
 import (
 	"testing"
 
+	"github.com/mptx-dev/mptx/qp"
 	"github.com/mptx-dev/mptx/units"
 )
 
@@ -89,6 +90,28 @@ func TestAckInDataClass(t *testing.T) {
 			if got := np.Counters().TxAck; got != 1 {
 				t.Errorf("AckInDataClass: NIC sent %d ACKs after XON, want 1", got)
 			}
+		}
+	}
+}
+
+// TestPayloadAccounting: acknowledged payload counts each message's short
+// last packet as what it carries, not a full MTU.
+func TestPayloadAccounting(t *testing.T) {
+	_, a, _ := ackNet(t, NICConfig{MTU: 1000})
+	wrs := []qp.SendWR{
+		{Op: qp.OpWrite, Len: 2500}, // PSNs 0, 1, 2 (1000, 1000, 500)
+		{Op: qp.OpWrite, Len: 3000}, // PSNs 3, 4, 5
+		{Op: qp.OpWrite, Len: 1},    // PSN 6
+	}
+	if n, err := a.PostSend(wrs); n != 3 || err != nil {
+		t.Fatalf("PostSend = %d, %v", n, err)
+	}
+	for _, c := range []struct {
+		from, to uint32
+		want     units.Bytes
+	}{{0, 3, 2500}, {0, 2, 2000}, {1, 5, 3500}, {2, 7, 500 + 3000 + 1}, {6, 7, 1}} {
+		if got := a.payload(c.from, c.to); got != c.want {
+			t.Errorf("payload(%d, %d) = %v, want %v", c.from, c.to, got, c.want)
 		}
 	}
 }

@@ -685,6 +685,29 @@ func (q *QP) armCC(now Time) {
 	}
 }
 
+// payload returns the payload bytes of PSNs [from, to) of the send queue:
+// MTU-sized packets, less the shortfall of each message's last packet,
+// so that a rate controller's acknowledged bytes match the bytes it was
+// told were sent (HPCC compares the two to update once per RTT).
+func (q *QP) payload(from, to uint32) units.Bytes {
+	mtu := units.Bytes(q.nic.mtu)
+	b := units.Bytes(to-from) * mtu
+	for i := 0; i < q.sqN; i++ {
+		e := &q.sq[(q.sqHd+i)&(len(q.sq)-1)]
+		last := e.first + e.npkts - 1
+		if seqLT(last, from) {
+			continue
+		}
+		if !seqLT(last, to) {
+			break
+		}
+		if short := units.Bytes(e.npkts)*mtu - e.wr.Len; short > 0 {
+			b -= short
+		}
+	}
+	return b
+}
+
 // seek moves the send cursor to PSN psn (sndUna <= psn <= sndEnd).
 func (q *QP) seek(psn uint32) {
 	q.sndNxt = psn
@@ -721,7 +744,7 @@ func (q *QP) onAck(p *Packet, now Time) {
 	e := p.PSN
 	progress := seqLT(q.sndUna, e) && seqLE(e, q.maxSent)
 	if progress {
-		acked := units.Bytes(e-q.sndUna) * units.Bytes(q.nic.mtu)
+		acked := q.payload(q.sndUna, e)
 		q.sndUna = e
 		q.retries = 0
 		if seqLT(q.sndNxt, e) {
