@@ -2,6 +2,7 @@ package experiments
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -79,7 +80,7 @@ func InteropScenario(o InteropOptions) (*Spec, []string, error) {
 			return nil, nil, &SpecError{File: o.NS3Config, Msg: "cannot read: " + err.Error()}
 		}
 		if cfg, err = interop.ParseNS3Config(bytes.NewReader(data), o.NS3Config); err != nil {
-			return nil, nil, &SpecError{File: o.NS3Config, Msg: err.Error()}
+			return nil, nil, fileError(o.NS3Config, err)
 		}
 		for _, k := range []struct {
 			flag *string
@@ -94,7 +95,7 @@ func InteropScenario(o InteropOptions) (*Spec, []string, error) {
 			}
 			p, ok := resolveNS3Path(o.NS3Config, k.val)
 			if !ok {
-				return nil, nil, &SpecError{File: o.NS3Config, Line: cfg.Line(k.key), Msg: fmt.Sprintf("%s %s: no such file as written, next to the config, or one directory up", k.key, k.val)}
+				return nil, nil, &SpecError{File: o.NS3Config + ":" + strconv.Itoa(cfg.Line(k.key)), Msg: fmt.Sprintf("%s %s: no such file as written, next to the config, or one directory up", k.key, k.val)}
 			}
 			*k.flag = p
 		}
@@ -126,7 +127,7 @@ func InteropScenario(o InteropOptions) (*Spec, []string, error) {
 		}
 		top, err = interop.ParseNS3Topology(bytes.NewReader(data), o.NS3Topology)
 		if err != nil {
-			return nil, nil, &SpecError{File: o.NS3Topology, Msg: err.Error()}
+			return nil, nil, fileError(o.NS3Topology, err)
 		}
 		if top.Ignored > 0 {
 			notes = append(notes, fmt.Sprintf("%s: %d lines from line %d on follow the %d declared links; ns-3 does not read them, nor does mptx", o.NS3Topology, top.Ignored, top.IgnoredFrom, len(top.Links)))
@@ -139,7 +140,7 @@ func InteropScenario(o InteropOptions) (*Spec, []string, error) {
 		if cfg != nil {
 			st, err := cfg.Settings(top, o.NS3Config)
 			if err != nil {
-				return nil, nil, &SpecError{File: o.NS3Config, Msg: err.Error()}
+				return nil, nil, fileError(o.NS3Config, err)
 			}
 			if o.MTU == 0 {
 				mtu = int(st.MTU)
@@ -157,7 +158,7 @@ func InteropScenario(o InteropOptions) (*Spec, []string, error) {
 		}
 		m, err := interop.ParseHtsim(bytes.NewReader(data), o.Htsim)
 		if err != nil {
-			return nil, nil, &SpecError{File: o.Htsim, Msg: err.Error()}
+			return nil, nil, fileError(o.Htsim, err)
 		}
 		k := 2
 		for k*k*k/4 < m.Nodes {
@@ -192,7 +193,7 @@ func InteropScenario(o InteropOptions) (*Spec, []string, error) {
 		}
 		ff, err := interop.ParseNS3FlowFile(bytes.NewReader(data), o.NS3Flows)
 		if err != nil {
-			return nil, nil, &SpecError{File: o.NS3Flows, Msg: err.Error()}
+			return nil, nil, fileError(o.NS3Flows, err)
 		}
 		if ff.Ignored > 0 {
 			notes = append(notes, fmt.Sprintf("%s: %d lines from line %d on follow the %d flows the first line declares; ns-3 does not read them, nor does mptx", o.NS3Flows, ff.Ignored, ff.IgnoredFrom, len(ff.Flows)))
@@ -215,6 +216,19 @@ func InteropScenario(o InteropOptions) (*Spec, []string, error) {
 	fmt.Fprintf(&b, "stop: {time: %s}\n", stop)
 	s, err := Parse("command line", b.Bytes(), os.ReadFile)
 	return s, notes, err
+}
+
+// fileError turns a parser's error into a SpecError naming the file (and
+// line) once.
+func fileError(file string, err error) *SpecError {
+	var pe *interop.ParseError
+	if errors.As(err, &pe) {
+		if pe.Line > 0 {
+			return &SpecError{File: pe.File + ":" + strconv.Itoa(pe.Line), Msg: pe.Msg}
+		}
+		return &SpecError{File: pe.File, Msg: pe.Msg}
+	}
+	return &SpecError{File: file, Msg: err.Error()}
 }
 
 // ns3Name is the experiment graph's name of ns-3 node id: n<id> for a
