@@ -30,8 +30,9 @@ import (
 // The policy maps onto the stack as follows: cc names the engine's
 // software congestion control; nic-dcqcn runs the NIC's DCQCN reaction
 // point (per packet and CNP) and nic-hpcc the NIC's HPCC (per ACK), with
-// the software CC fixed at an unlimited window and rate; none runs
-// neither. paths is the QPs per tensor connection (background flows use
+// the software CC fixed at an unlimited window and rate (HPCC's window
+// makes the NIC request an ACK for every packet, whose INT it reads);
+// none runs neither. paths is the QPs per tensor connection (background flows use
 // one), chunk the engine's chunk size, pacing the engine's token buckets
 // and path_policy its path selection. hpcc and nic-hpcc turn on switch
 // INT.

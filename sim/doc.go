@@ -63,7 +63,10 @@
 //     reaction point driven per packet and per CNP, or NIC-level HPCC
 //     driven by the INT of every ACK; a rate change re-paces the next
 //     packet, as HPCC ns-3's RdmaHw does). Responders accept in PSN order only, NAK the first
-//     gap (again after NAKInterval), ACK every AckEvery packets and every
+//     gap (again after NAKInterval), ACK every AckEvery packets, every packet
+//     with the AckReq bit (which a requester sets on every packet when its
+//     NIC congestion controller has a window, so that the window is
+//     ACK-clocked) and every
 //     message end, send a CNP for CE-marked arrivals at most once per
 //     CNPInterval (50 µs) per QP, and report WRITE WITH IMM arrivals.
 //     Requesters retransmit go-back-N on NAK or after the RC ACK timeout

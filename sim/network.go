@@ -533,7 +533,8 @@ func (e *watchdogEvent) Fire(now Time) {
 	}
 	p.storm = true
 	p.wd.Reset(now + n.watchdog.Restore)
-	for pkt := p.data.pop(); pkt != nil; pkt = p.data.pop() {
+	for pkt := p.data.head; pkt != nil && p.sw != nil; pkt = p.data.head { // a NIC's data queue holds only ACKs: kept
+		p.data.pop()
 		p.integrate(now)
 		p.qBytes -= int64(pkt.Size)
 		if pkt.flags&flagAcct != 0 {

@@ -616,6 +616,13 @@ func (q *QP) nextPacket(now Time) *Packet {
 		q.maxSent = q.sndNxt + 1
 	}
 	q.sndNxt++
+	if q.cc != nil && q.cc.Window() != units.MaxBytes {
+		// A NIC CC with a window is ACK-clocked: every packet asks for an
+		// ACK (the BTH AckReq bit). Otherwise a window that shrinks below
+		// the bytes in flight would wait, until the RC timeout, for ACKs
+		// the responder is coalescing.
+		p.flags |= flagAckReq
+	}
 	q.c.TxPackets++
 	q.c.TxBytes += uint64(pay)
 	if q.rto.l.at == 0 && n.rto != Forever {
@@ -744,7 +751,10 @@ func (q *QP) onAck(p *Packet, now Time) {
 	e := p.PSN
 	progress := seqLT(q.sndUna, e) && seqLE(e, q.maxSent)
 	if progress {
-		acked := q.payload(q.sndUna, e)
+		var acked units.Bytes
+		if q.cc != nil { // only a rate controller reads it
+			acked = q.payload(q.sndUna, e)
+		}
 		q.sndUna = e
 		q.retries = 0
 		if seqLT(q.sndNxt, e) {
@@ -959,7 +969,7 @@ func (q *QP) onData(p *Packet, now Time) {
 				}
 			}
 		}
-		if last || q.unacked >= n.ackEvery {
+		if last || q.unacked >= n.ackEvery || p.flags&flagAckReq != 0 {
 			q.sendAck(KindAck, p)
 		}
 	case seqLT(p.PSN, q.ePSN):

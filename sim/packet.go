@@ -96,6 +96,11 @@ const (
 	flagFree                    // in the pool
 )
 
+// flagAckReq is the BTH AckReq bit on a data packet: the responder
+// acknowledges it at once (IBTA Vol. 1 §9.7.5.1.3). It shares flagPause's
+// bit, which only PFC frames use.
+const flagAckReq = flagPause
+
 // flagDataClass marks an ACK, NAK or CNP that travels in the data class
 // (NICConfig.AckInDataClass). It shares flagPause's bit, which only PFC
 // frames use.

@@ -332,7 +332,14 @@ func (p *Port) enqueueData(pkt *Packet, now Time) {
 
 // enqueueCtrl appends a control packet (ACK, NAK, CNP).
 func (p *Port) enqueueCtrl(pkt *Packet, now Time) {
-	p.ctrl.push(pkt)
+	if pkt.flags&flagDataClass != 0 {
+		// A NIC's ACK in the data class (NICConfig.AckInDataClass): a NIC
+		// port has no data queue of its own (its arbiter supplies data), so
+		// the queue holds these ACKs, sent before data and held by a pause.
+		p.data.push(pkt)
+	} else {
+		p.ctrl.push(pkt)
+	}
 	p.kick(now)
 }
 
@@ -363,23 +370,16 @@ func (p *Port) Fire(now Time) {
 // dataBlocked reports whether the data class may not start a frame.
 func (p *Port) dataBlocked() bool { return p.paused && !p.storm }
 
-// ctrlReady reports whether the control queue's head may be sent: it is
-// not a data-class ACK (NICConfig.AckInDataClass) held by a pause.
-func (p *Port) ctrlReady() bool {
-	h := p.ctrl.head
-	return h != nil && (h.flags&flagDataClass == 0 || !p.dataBlocked())
-}
-
 // more reports whether the port has something it could send.
 func (p *Port) more() bool {
-	if p.pfcWant != p.pfcSent || p.ctrlReady() {
+	if p.pfcWant != p.pfcSent || p.ctrl.head != nil {
 		return true
 	}
 	if p.dataBlocked() {
 		return false
 	}
 	if p.nic != nil {
-		return len(p.nic.active) > 0
+		return len(p.nic.active) > 0 || p.data.head != nil
 	}
 	return p.data.head != nil
 }
@@ -391,12 +391,14 @@ func (p *Port) startNext(now Time) {
 	switch {
 	case p.pfcWant != p.pfcSent:
 		pkt = p.pfcFrame()
-	case p.ctrlReady():
+	case p.ctrl.head != nil:
 		pkt = p.ctrl.pop()
 	case p.dataBlocked():
 		return
 	case p.nic != nil:
-		pkt = p.nic.pull(now)
+		if pkt = p.data.pop(); pkt == nil { // data-class ACKs go first
+			pkt = p.nic.pull(now)
+		}
 	default:
 		pkt = p.data.pop()
 		if pkt != nil {
