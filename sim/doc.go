@@ -11,7 +11,7 @@
 // the packet pool. Time is a Time: int64 picoseconds, exact for every
 // Ethernet rate (a Serialiser carries the sub-picosecond remainder at rates
 // that do not divide 8·10¹², so nothing drifts at 400 or 800 Gb/s). The
-// event list is a timing wheel (1.024 ns buckets, 8.4 µs horizon) backed by
+// event list is a timing wheel (256 ps buckets, 4.2 µs horizon) backed by
 // a 4-ary heap for farther events; ties fire in scheduling order (FIFO by
 // sequence number). Anything with a Fire(now) method is a Handler and can be
 // scheduled with World.At. Elements keep at most one live event of each

@@ -369,15 +369,33 @@ func (s *Switch) buildMMU(maxWireFrame int64) error {
 
 // computeRoutes fills every switch's table with, for each destination NIC,
 // the egress ports on shortest paths to it (breadth-first search from each
-// NIC; hosts do not forward).
+// NIC; hosts do not forward). The searches run over a compact copy of the
+// graph (node numbers of each switch port's far end), so that they touch
+// a few contiguous arrays rather than every Port.
 func (n *Network) computeRoutes() {
 	ns := len(n.Switches)
 	total := ns + len(n.NICs)
-	nodeOf := func(p *Port) int {
+	nodeOf := func(p *Port) int32 {
 		if p.sw != nil {
-			return p.sw.id
+			return int32(p.sw.id)
 		}
-		return ns + int(p.nic.id)
+		return int32(ns) + p.nic.id
+	}
+	// far[off[u]:off[u+1]] are the far ends of switch u's ports, in port
+	// order; nicSw[d] is the node NIC d's cable leads to.
+	off := make([]int32, ns+1)
+	for i, s := range n.Switches {
+		off[i+1] = off[i] + int32(len(s.ports))
+	}
+	far := make([]int32, off[ns])
+	for i, s := range n.Switches {
+		for j, p := range s.ports {
+			far[int(off[i])+j] = nodeOf(p.remote)
+		}
+	}
+	nicSw := make([]int32, len(n.NICs))
+	for d, nic := range n.NICs {
+		nicSw[d] = nodeOf(nic.port.remote)
 	}
 	dist := make([]int32, total)
 	queue := make([]int32, 0, total)
@@ -391,23 +409,22 @@ func (n *Network) computeRoutes() {
 		for i := range dist {
 			dist[i] = -1
 		}
-		src := ns + d
+		src := int32(ns + d)
 		dist[src] = 0
-		queue = append(queue[:0], int32(src))
-		for h := 0; h < len(queue); h++ {
-			u := int(queue[h])
-			var ports []*Port
-			if u < ns {
-				ports = n.Switches[u].ports
-			} else if u == src {
-				ports = []*Port{n.NICs[d].port}
+		queue = queue[:0]
+		if v := nicSw[d]; dist[v] < 0 {
+			dist[v] = 1
+			if v < int32(ns) {
+				queue = append(queue, v)
 			}
-			for _, p := range ports {
-				v := nodeOf(p.remote)
+		}
+		for h := 0; h < len(queue); h++ {
+			u := queue[h]
+			for _, v := range far[off[u]:off[u+1]] {
 				if dist[v] < 0 {
 					dist[v] = dist[u] + 1
-					if v < ns {
-						queue = append(queue, int32(v))
+					if v < int32(ns) {
+						queue = append(queue, v)
 					}
 				}
 			}
@@ -418,10 +435,9 @@ func (n *Network) computeRoutes() {
 				continue
 			}
 			members = members[:0]
-			for _, p := range s.ports {
-				v := nodeOf(p.remote)
-				if dist[v] == dist[i]-1 && (v < ns || v == src) {
-					members = append(members, int32(p.index))
+			for j, v := range far[off[i]:off[i+1]] {
+				if dist[v] == dist[i]-1 && (v < int32(ns) || v == src) {
+					members = append(members, int32(j))
 				}
 			}
 			s.route[d] = s.addGroup(members, dedup[i])

@@ -335,8 +335,14 @@ type QP struct {
 	paceFrom Time
 	paceWire units.Bytes
 	ccRate   units.BitRate
-	_        [8]byte // to a whole number of lines
+	sqMax    int32   // the send queue's depth (MaxSendWR rounded up to a power of two)
+	_        [4]byte // to a whole number of lines
 }
+
+// sqInitial is the send queue's starting capacity; it doubles as work
+// requests are posted, up to the configured depth, so that thousands of
+// mostly idle QPs do not each hold a full-depth queue.
+const sqInitial = 16
 
 const (
 	qpReady uint8 = iota
@@ -388,7 +394,8 @@ func (n *NIC) NewQP(cfg QPConfig) (*QP, error) {
 		peer:      -1,
 		srcPort:   cfg.SrcPort,
 		handler:   cfg.Handler,
-		sq:        make([]sqEntry, depth),
+		sq:        make([]sqEntry, min(depth, sqInitial)),
+		sqMax:     int32(depth),
 		rateLimit: cfg.RateLimit,
 		lineRate:  n.port.rate,
 		region:    cfg.Region,
@@ -478,7 +485,18 @@ func (q *QP) CC() cc.Algorithm { return q.cc }
 func (q *QP) Outstanding() int { return q.sqN }
 
 // SendQueueDepth returns the send queue capacity.
-func (q *QP) SendQueueDepth() int { return len(q.sq) }
+func (q *QP) SendQueueDepth() int { return int(q.sqMax) }
+
+// growSQ doubles the send queue's capacity (up to its depth), keeping the
+// entries in order from index 0.
+func (q *QP) growSQ() {
+	n := min(2*len(q.sq), int(q.sqMax))
+	sq := make([]sqEntry, n)
+	for i := 0; i < q.sqN; i++ {
+		sq[i] = q.sq[(q.sqHd+i)&(len(q.sq)-1)]
+	}
+	q.sq, q.sqHd = sq, 0
+}
 
 // SetRateLimit sets the QP's hardware rate limit (0: none), as
 // ibv_modify_qp_rate_limit(3) does; it applies from the next packet.
@@ -522,6 +540,9 @@ func (q *QP) PostSend(wrs []qp.SendWR) (int, error) {
 				q.nic.activate(q)
 			}
 			return i, ErrBadWR
+		}
+		if q.sqN == len(q.sq) && len(q.sq) < int(q.sqMax) {
+			q.growSQ()
 		}
 		if q.sqN == len(q.sq) {
 			if i > 0 {
