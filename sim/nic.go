@@ -588,6 +588,9 @@ func (q *QP) inFlight() units.Bytes {
 // nextPacket builds the packet at sndNxt and advances the cursor.
 func (q *QP) nextPacket(now Time) *Packet {
 	n := q.nic
+	if !seqLT(q.sndNxt, q.sndEnd) {
+		panic("sim: BUG: QP scheduled with nothing to send")
+	}
 	e := &q.sq[(q.sqHd+q.cur)&(len(q.sq)-1)]
 	off := q.curOf
 	pay := min(units.Bytes(n.mtu), e.wr.Len-off)
@@ -807,6 +810,13 @@ func (q *QP) onAck(p *Packet, now Time) {
 		}
 		if q.cur < 0 {
 			q.cur, q.curOf = 0, 0
+		}
+		if q.active && !q.hasData() {
+			// An ACK beyond the go-back-N cursor (for packets sent before
+			// a retransmission) can leave nothing to send: leave the
+			// arbiter, which would otherwise build a packet past sndEnd
+			// from a stale send-queue entry.
+			q.nic.deactivate(q)
 		}
 		if q.sndUna == q.maxSent {
 			q.rto.Stop()
