@@ -475,7 +475,7 @@ func acceptSession(ctx context.Context, bs *bootstrap.Session, t bootstrap.Type,
 	if h.Paths == 0 || int(h.Paths) > multipath.MaxPaths {
 		return nil, fmt.Errorf("mptx: Hello asks for %d paths (valid: 1..%d)", h.Paths, multipath.MaxPaths)
 	}
-	verbsErr := verbsUsable(&cfg)
+	verbsErr := verbsTransport.usable(&cfg)
 	var tr uint8
 	switch {
 	case h.Transports&transportVerbs != 0 && cfg.Transport != TransportTCP && verbsErr == nil:

@@ -56,12 +56,12 @@ func dialSession(ctx context.Context, bs *bootstrap.Session, addr string, cfg Co
 	want := uint8(transportTCP)
 	switch cfg.Transport {
 	case TransportVerbs:
-		if err := verbsUsable(&cfg); err != nil {
+		if err := verbsTransport.usable(&cfg); err != nil {
 			return nil, fmt.Errorf("mptx: Config.Transport is verbs, but this host cannot run verbs: %w", err)
 		}
 		want = transportVerbs
 	case TransportAuto, "":
-		if verbsUsable(&cfg) == nil {
+		if verbsTransport.usable(&cfg) == nil {
 			want |= transportVerbs
 		}
 	}

@@ -161,6 +161,15 @@ func verbsUsable(cfg *Config) error {
 	return verbs.Usable(verbs.HostConfig{Devices: cfg.Verbs.Devices, GIDIndex: cfg.Verbs.GIDIndex})
 }
 
+// verbsTransport is the verbs transport's set-up, as the session layer
+// calls it; the fallback tests replace it to fail on cue on hosts without
+// RDMA devices.
+var verbsTransport = struct {
+	usable func(*Config) error
+	dial   func(context.Context, *bootstrap.Session, *Config) (link, error)
+	accept func(context.Context, *bootstrap.Session, *Config) (link, error)
+}{verbsUsable, dialVerbs, acceptVerbs}
+
 // canFallBack reports whether an end set to cfg may fall back to TCP
 // after a failed verbs set-up (auto on both ends: peerTCP says the peer
 // offered or accepts TCP).
@@ -196,7 +205,7 @@ func fallBack(ctx context.Context, bs *bootstrap.Session, why error) error {
 // Welcome for TCP); with TransportVerbs it fails with the reason.
 func dialTransport(ctx context.Context, bs *bootstrap.Session, addr string, w welcome, cfg *Config) (Transport, link, error) {
 	if w.Transport == transportVerbs {
-		l, err := dialVerbs(ctx, bs, cfg)
+		l, err := verbsTransport.dial(ctx, bs, cfg)
 		if err == nil {
 			return TransportVerbs, l, nil
 		}
@@ -233,7 +242,7 @@ func dialTransport(ctx context.Context, bs *bootstrap.Session, addr string, w we
 // dialTransport describes.
 func acceptTransport(ctx context.Context, bs *bootstrap.Session, h *hello, tr uint8, cfg *Config) (Transport, link, error) {
 	if tr == transportVerbs {
-		l, err := acceptVerbs(ctx, bs, cfg)
+		l, err := verbsTransport.accept(ctx, bs, cfg)
 		if err == nil {
 			return TransportVerbs, l, nil
 		}
