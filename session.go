@@ -337,6 +337,7 @@ type Session struct {
 	mu    sync.Mutex
 	err   error // why the session ended
 	peers string
+	loop  sync.WaitGroup // the side's loop goroutine, until it closed the paths
 }
 
 // Transport returns the transport in use (tcp or verbs).
@@ -375,10 +376,14 @@ func (s *Session) end(err error) {
 }
 
 // Close ends the session: transfers in progress fail with
-// ErrSessionClosed, the peer is told (Bye), the paths are closed.
+// ErrSessionClosed, the peer is told (Bye), the paths are closed. It
+// returns once they are (their queue pairs destroyed; over verbs, the
+// registered memory is freed then unless received tensors still hold it:
+// see Tensor.Release).
 func (s *Session) Close() error {
 	select {
 	case <-s.done:
+		s.loop.Wait()
 		return nil
 	default:
 	}
@@ -387,6 +392,7 @@ func (s *Session) Close() error {
 	}
 	_ = s.ctrl.send(msgBye, nil)
 	s.end(ErrSessionClosed)
+	s.loop.Wait()
 	return nil
 }
 

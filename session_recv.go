@@ -508,7 +508,11 @@ func acceptSession(ctx context.Context, bs *bootstrap.Session, t bootstrap.Type,
 	rs.hold = newMemHold(l.free)
 	s.rcv = rs
 	go s.readLoop(rs.onCtrl)
-	go rs.run()
+	s.loop.Add(1)
+	go func() {
+		defer s.loop.Done()
+		rs.run()
+	}()
 	return s, nil
 }
 

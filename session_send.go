@@ -100,7 +100,11 @@ func dialSession(ctx context.Context, bs *bootstrap.Session, addr string, cfg Co
 	ss.hold = newMemHold(l.free)
 	s.snd = ss
 	go s.readLoop(ss.onCtrl)
-	go ss.run()
+	s.loop.Add(1)
+	go func() {
+		defer s.loop.Done()
+		ss.run()
+	}()
 	return s, nil
 }
 

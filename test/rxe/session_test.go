@@ -212,13 +212,16 @@ func TestSessionVerbsTensors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Registered first, so run after the sessions' Close (which
+		// returns once the region is deregistered, every tensor being
+		// released): the memory is the caller's again.
+		t.Cleanup(func() {
+			if err := unix.Munmap(mem); err != nil {
+				t.Error(err)
+			}
+		})
 		run(t, sessOpts{nics: 2, send: 32 * units.MiB, regionMem: mem})
 		e.report(t, "session over verbs into the caller's mmap'd region (Config.Region): %d tensors intact, in place", len(sizes))
-		// The sessions close (t.Cleanup of run's subtest ran already);
-		// the region is the caller's again.
-		if err := unix.Munmap(mem); err != nil {
-			t.Fatal(err)
-		}
 	})
 }
 
