@@ -377,7 +377,7 @@ func netem(t *testing.T, wire string, args ...string) {
 }
 
 // TestSessionVerbsStallFence is issue 9's corruption scenario on verbs: a
-// path stalls (its wire holds every packet back for 10 s, netem; its QP
+// path stalls (its wire holds every packet back for 25 s, netem; its QP
 // stays healthy, the ACK timeout being 4 s with 7 retries) while tensor A
 // is in flight. The engine gives up on the path, fences it (verbs
 // Conn.Reset: the QP to the error state, both ends reset with fresh PSNs)
@@ -387,8 +387,8 @@ func netem(t *testing.T, wire string, args ...string) {
 // then, every byte.
 func TestSessionVerbsStallFence(t *testing.T) {
 	e := needVM(t)
-	const size = 8 << 20
-	const hold = 10 * time.Second
+	const size = 4 << 20
+	const hold = 25 * time.Second
 	snd, rcv := e.sessions(t, sessOpts{nics: 2, send: 2 * size, region: size, minStall: 2 * time.Second,
 		qp: verbs.QPConfig{Timeout: 4 * time.Second, RetryCount: 7}}, mptx.TransportVerbs)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -405,8 +405,10 @@ func TestSessionVerbsStallFence(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Recv A: %v", err)
 	}
-	checkTensor(t, a, 1, size)
-	a.Release()
+	func() {
+		defer a.Release() // A's range is free for B then (the test reads only a.Offset after)
+		checkTensor(t, a, 1, size)
+	}()
 	if err := trA.Wait(ctx); err != nil {
 		t.Fatalf("A: %v", err)
 	}
@@ -419,18 +421,19 @@ func TestSessionVerbsStallFence(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Recv B: %v", err)
 	}
+	defer b.Release()
 	if b.Offset != a.Offset {
 		t.Fatalf("B landed at %v, A at %v: B does not reuse A's range, the test shows nothing", b.Offset, a.Offset)
 	}
 	checkTensor(t, b, 2, size)
 	bDone := time.Since(held)
+	t.Logf("A done %v after the stall began (%+v), B %v", aDone.Round(time.Millisecond), stA, bDone.Round(time.Millisecond))
 	if bDone >= hold {
 		t.Fatalf("B landed %v after the stall began, past the %v hold: the held writes of A may have arrived before it, the test shows nothing", bDone, hold)
 	}
 	time.Sleep(hold + 3*time.Second - bDone)
 	rcvd := hwCounter(rdev, "rcvd_pkts") - rcvd0
 	checkTensor(t, b, 2, size) // after the held writes of A arrived
-	b.Release()
 	if stA.Requeues == 0 {
 		t.Errorf("A was not requeued off the stalled path (stats %+v): the stall was never seen", stA)
 	}
