@@ -26,8 +26,8 @@ stop: {time: 100us}
 		}
 	}
 	out, err := execute(t, simCmd, spec)
-	if err == nil || isUsage(err) || !strings.Contains(err.Error(), "2 of 2 tensor flows did not complete") {
-		t.Errorf("run stopped at 100us: error %v, want 2 of 2 flows incomplete (exit 1)\n%s", err, out)
+	if err == nil || isUsage(err) || !strings.Contains(err.Error(), "2 tensor flows in 1 run(s) did not complete") {
+		t.Errorf("run stopped at 100us: error %v, want 2 flows incomplete (exit 3)\n%s", err, out)
 	}
 	if !strings.Contains(out, "link transmissions:") {
 		t.Errorf("output lacks the link transmissions line:\n%s", out)
