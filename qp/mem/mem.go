@@ -17,6 +17,11 @@
 // StatusFlushed, as moving an RC queue pair to the error state and back
 // does. A failed path stays failed (the link is still down).
 //
+// Stall injection: Pause holds a path's writes where they are (they have
+// left the sender but do not land, as on a congested or paused link), and
+// Resume lets them land, at the resume time, in order. A Reset of a
+// paused path flushes the held writes: they never land.
+//
 // Failure injection: a path can fail at a given time (FailAt) or on demand
 // (Fail). From then on nothing lands: the oldest outstanding work request
 // completes with StatusRetryExceeded after RetryTimeout (as an RC QP's
@@ -110,6 +115,8 @@ type memPath struct {
 	carried   units.Bytes
 	counters  qp.Counters
 	bytes     units.Bytes // bytes landed
+	paused    bool
+	held      []event // writes due to land while paused, in order
 }
 
 // New builds a Network at time vtime.Epoch.
@@ -203,6 +210,22 @@ func (n *Network) AdvanceTo(t vtime.Time) {
 // Fail fails path i now (see the package doc).
 func (n *Network) Fail(i int) { n.fail(i) }
 
+// Pause stalls path i now: writes due to land are held until Resume (see
+// the package doc).
+func (n *Network) Pause(i int) { n.paths[i].paused = true }
+
+// Resume ends a Pause of path i: the held writes land now, in order.
+func (n *Network) Resume(i int) {
+	p := &n.paths[i]
+	p.paused = false
+	for _, ev := range p.held {
+		ev.at = n.now
+		n.push(ev)
+	}
+	clear(p.held)
+	p.held = p.held[:0]
+}
+
 // PathBytes returns the bytes that landed through path i.
 func (n *Network) PathBytes(i int) units.Bytes { return n.paths[i].bytes }
 
@@ -213,6 +236,11 @@ func (n *Network) fail(i int) {
 	}
 	p.failed = true
 	p.failAt = n.now
+	p.paused = false
+	for _, ev := range p.held { // held writes never land either
+		n.push(ev)
+	}
+	p.held = p.held[:0]
 	// Work requests that have not landed yet never will: re-time their
 	// completions. Walk the heap and rewrite this path's events.
 	first := true
@@ -247,6 +275,10 @@ func (n *Network) run(ev *event) {
 	p := &n.paths[ev.path]
 	switch ev.kind {
 	case evLand:
+		if p.paused {
+			p.held = append(p.held, *ev)
+			return
+		}
 		wr := &ev.wr
 		if end := wr.Remote + wr.Len; wr.Remote < 0 || end > units.Bytes(len(n.cfg.RecvRegion)) {
 			n.push(event{at: n.now.Add(p.cfg.Delay), kind: evComplete, path: ev.path, wr: *wr, st: qp.StatusRemoteAccess})
@@ -281,8 +313,8 @@ var (
 )
 
 // Reset implements qp.Resetter: every work request outstanding on path
-// completes now with StatusFlushed, and those that had not landed never
-// will.
+// completes now with StatusFlushed, and those that had not landed (those
+// a Pause holds included) never will.
 func (c *Conn) Reset(path int) error {
 	n := c.n
 	if n.connClosed {
@@ -298,6 +330,11 @@ func (c *Conn) Reset(path int) error {
 	}
 	n.heapify()
 	p := &n.paths[path]
+	for _, ev := range p.held {
+		ev.kind, ev.st, ev.at = evComplete, qp.StatusFlushed, n.now
+		n.push(ev)
+	}
+	p.held = p.held[:0]
 	p.busyUntil = n.now
 	return nil
 }

@@ -167,7 +167,18 @@ type sendPath struct {
 	state       pathState
 	retryIssued bool
 	resetting   bool // a Reset is under way
-	acked       units.Bytes
+	// fencing: a Reset of a path with work outstanding is asking the
+	// receiver to fence the path's connection. Meanwhile the writer sends
+	// nothing more, acknowledgements complete nothing (the latest is kept
+	// in fenceAck, a NAK in fenceNak, for a Reset that fails) and a
+	// failure of the connection completes nothing (its status is kept in
+	// fenceFail): once the fence holds, every outstanding WR completes
+	// with StatusFlushed.
+	fencing   bool
+	fenceAck  uint32 // 0: none
+	fenceNak  uint32 // 0: none
+	fenceFail qp.Status
+	acked     units.Bytes
 	// Retransmits of the path's failed connections (TCP_INFO read before
 	// they were closed), so that Counters stays cumulative across Reset;
 	// harvested is the last connection counted.
@@ -613,7 +624,11 @@ func (c *Conn) failPath(p *sendPath, conn *net.TCPConn, st qp.Status) {
 	changed := !c.closed && p.conn == conn && p.state == stateReady
 	if changed {
 		p.state = stateBroken
-		if p.n > 0 {
+		switch {
+		case p.fencing:
+			// Reset decides how the outstanding WRs end.
+			p.fenceFail = st
+		case p.n > 0:
 			p.retryIssued = true
 			c.flush(p, st)
 		}
@@ -663,6 +678,9 @@ func (p *sendPath) writeLoop(conn *net.TCPConn) {
 			return
 		}
 		k := min(p.n-p.sent, maxBatch)
+		if p.fencing {
+			k = 0 // Reset is fencing the connection: send nothing more
+		}
 		iov := p.iov[:0]
 		for i := 0; i < k; i++ {
 			j := p.head + p.sent + i
@@ -725,21 +743,33 @@ func (p *sendPath) readLoop(conn *net.TCPConn) {
 // seq does not name a WR that was sent and not yet acknowledged.
 func (c *Conn) onACK(p *sendPath, seq uint32) bool {
 	c.mu.Lock()
+	ok, completed := c.ackLocked(p, seq)
+	c.mu.Unlock()
+	if completed {
+		c.wake()
+	}
+	return ok
+}
+
+// ackLocked is onACK with c.mu held; completed says whether it completed
+// WRs (the caller wakes the driver). While Reset fences the path it only
+// records seq.
+func (c *Conn) ackLocked(p *sendPath, seq uint32) (ok, completed bool) {
 	if p.state != stateReady {
-		c.mu.Unlock()
-		return true
+		return true, false
 	}
 	k := seq - p.seqHead + 1
 	if k == 0 || uint64(k) > uint64(p.sent) {
-		c.mu.Unlock()
-		return false
+		return false, false
+	}
+	if p.fencing {
+		p.fenceAck = seq
+		return true, false
 	}
 	for ; k > 0; k-- {
 		c.completeHead(p, qp.StatusOK)
 	}
-	c.mu.Unlock()
-	c.wake()
-	return true
+	return true, true
 }
 
 // onNAK completes p's WRs before seq with StatusOK, the one at seq with
@@ -747,25 +777,36 @@ func (c *Conn) onACK(p *sendPath, seq uint32) bool {
 // error state.
 func (c *Conn) onNAK(p *sendPath, seq uint32) bool {
 	c.mu.Lock()
+	ok, completed := c.nakLocked(p, seq)
+	c.mu.Unlock()
+	if completed {
+		select {
+		case p.doorbell <- struct{}{}:
+		default:
+		}
+		c.wake()
+	}
+	return ok
+}
+
+// nakLocked is onNAK with c.mu held. While Reset fences the path it only
+// records seq.
+func (c *Conn) nakLocked(p *sendPath, seq uint32) (ok, completed bool) {
 	if p.state != stateReady {
-		c.mu.Unlock()
-		return true
+		return true, false
 	}
 	k := seq - p.seqHead
 	if uint64(k) >= uint64(p.sent) {
-		c.mu.Unlock()
-		return false
+		return false, false
+	}
+	if p.fencing {
+		p.fenceNak = seq
+		return true, false
 	}
 	for ; k > 0; k-- {
 		c.completeHead(p, qp.StatusOK)
 	}
 	c.flush(p, qp.StatusRemoteAccess)
 	p.state = stateError
-	c.mu.Unlock()
-	select {
-	case p.doorbell <- struct{}{}:
-	default:
-	}
-	c.wake()
-	return true
+	return true, true
 }
