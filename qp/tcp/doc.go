@@ -226,8 +226,8 @@
 // Completions pass through mutex-protected rings (qp/internal/cqring);
 // Poll never blocks, and Notify returns a channel that receives a value
 // when completions may be ready (mptx.Loop's Wake). A rejoin runs on the
-// Listener's goroutine for that connection. Close stops and waits for every goroutine. Steady-state post and
-// poll allocate nothing.
+// Listener's goroutine for that connection. Close stops and waits for
+// every goroutine. Steady-state post and poll allocate nothing.
 //
 // As with RDMA, the receive region is written behind the application's
 // back: a range is stable once the WRITE WITH IMM that ends it has been
