@@ -17,6 +17,10 @@
 // StatusFlushed, as moving an RC queue pair to the error state and back
 // does. A failed path stays failed (the link is still down).
 //
+// Send regions: besides Config.SendRegion, buffers registered with
+// AddSendRegion (qp.SendRegions) can be sent from; a write reads its bytes
+// when it lands.
+//
 // Stall injection: Pause holds a path's writes where they are (they have
 // left the sender but do not land, as on a congested or paused link), and
 // Resume lets them land, at the resume time, in order. A Reset of a
@@ -41,6 +45,7 @@ import (
 
 	"github.com/mptx-dev/mptx/qp"
 	"github.com/mptx-dev/mptx/qp/internal/cqring"
+	"github.com/mptx-dev/mptx/qp/internal/sendreg"
 	"github.com/mptx-dev/mptx/units"
 	"github.com/mptx-dev/mptx/vtime"
 )
@@ -86,6 +91,7 @@ type event struct {
 	path int
 	wr   qp.SendWR
 	st   qp.Status
+	src  []byte // evLand: the payload, read when it lands; nil sends zeros
 }
 
 // Network is an in-memory fabric with one sender Conn and one Receiver.
@@ -103,6 +109,7 @@ type Network struct {
 	recvClosed bool
 	conn       Conn
 	recv       Receiver
+	regs       sendreg.Table // qp.SendRegions
 }
 
 type memPath struct {
@@ -286,8 +293,8 @@ func (n *Network) run(ev *event) {
 		}
 		if wr.Len > 0 {
 			dst := n.cfg.RecvRegion[wr.Remote : wr.Remote+wr.Len]
-			if n.cfg.SendRegion != nil {
-				copy(dst, n.cfg.SendRegion[wr.Local:wr.Local+wr.Len])
+			if ev.src != nil {
+				copy(dst, ev.src)
 			} else {
 				clear(dst)
 			}
@@ -308,9 +315,23 @@ func (n *Network) run(ev *event) {
 type Conn struct{ n *Network }
 
 var (
-	_ qp.Conn     = (*Conn)(nil)
-	_ qp.Resetter = (*Conn)(nil)
+	_ qp.Conn        = (*Conn)(nil)
+	_ qp.Resetter    = (*Conn)(nil)
+	_ qp.SendRegions = (*Conn)(nil)
 )
+
+// AddSendRegion implements qp.SendRegions: work requests naming the id
+// returned (SendWR.Region) copy from buf when they land, so buf must stay
+// unchanged until they have completed.
+func (c *Conn) AddSendRegion(buf []byte) (uint32, error) {
+	if c.n.connClosed {
+		return 0, qp.ErrClosed
+	}
+	return c.n.regs.Add("mem", buf)
+}
+
+// RemoveSendRegion implements qp.SendRegions.
+func (c *Conn) RemoveSendRegion(id uint32) error { return c.n.regs.Remove("mem", id) }
 
 // Reset implements qp.Resetter: every work request outstanding on path
 // completes now with StatusFlushed, and those that had not landed (those
@@ -357,8 +378,19 @@ func (c *Conn) PostSend(path int, wrs []qp.SendWR) (int, error) {
 		if wr.Op != qp.OpWrite && wr.Op != qp.OpWriteImm {
 			return k, fmt.Errorf("mem: PostSend: wrs[%d].Op = %v (valid: WRITE, WRITE_WITH_IMM)", k, wr.Op)
 		}
-		if wr.Len < 0 || (n.cfg.SendRegion != nil && (wr.Local < 0 || wr.Local+wr.Len > units.Bytes(len(n.cfg.SendRegion)))) {
-			return k, fmt.Errorf("mem: PostSend: wrs[%d] local range [%d, %d) outside the send region (%d B)", k, wr.Local, wr.Local+wr.Len, len(n.cfg.SendRegion))
+		region := n.cfg.SendRegion
+		if wr.Region != 0 {
+			var ok bool
+			if region, ok = n.regs.Lookup(wr.Region); !ok {
+				return k, fmt.Errorf("mem: PostSend: wrs[%d].Region = %#x is not registered (AddSendRegion)", k, wr.Region)
+			}
+		}
+		if wr.Len < 0 || (region != nil && (wr.Local < 0 || wr.Local+wr.Len > units.Bytes(len(region)))) {
+			return k, fmt.Errorf("mem: PostSend: wrs[%d] local range [%d, %d) outside the send region %#x (%d B)", k, wr.Local, wr.Local+wr.Len, wr.Region, len(region))
+		}
+		var src []byte
+		if region != nil && wr.Len > 0 {
+			src = region[wr.Local : wr.Local+wr.Len]
 		}
 		if p.out >= n.cfg.MaxSendWR {
 			return k, qp.ErrQueueFull
@@ -388,7 +420,7 @@ func (c *Conn) PostSend(path int, wrs []qp.SendWR) (int, error) {
 				p.counters.ECNMarked += d
 			}
 		}
-		n.push(event{at: done.Add(p.cfg.Delay), kind: evLand, path: path, wr: *wr})
+		n.push(event{at: done.Add(p.cfg.Delay), kind: evLand, path: path, wr: *wr, src: src})
 	}
 	return len(wrs), nil
 }

@@ -7,7 +7,8 @@
 // out-of-region writes fail with a remote access error and corrupt
 // nothing, a failed path errors its work requests without disturbing the
 // others, a reset fences a path (qp.Resetter: nothing of the work it
-// flushed lands afterwards), and steady-state post/poll allocates nothing.
+// flushed lands afterwards), registered send regions (qp.SendRegions) are
+// sent from, and steady-state post/poll allocates nothing.
 package qptest
 
 import (
@@ -61,6 +62,7 @@ func Run(t *testing.T, f Factory) {
 	t.Run("RemoteAccessError", func(t *testing.T) { testRemoteAccess(t, f) })
 	t.Run("FailedPath", func(t *testing.T) { testFailedPath(t, f) })
 	t.Run("ResetFences", func(t *testing.T) { testResetFences(t, f) })
+	t.Run("SendRegions", func(t *testing.T) { testSendRegions(t, f) })
 	t.Run("NoAllocs", func(t *testing.T) { testNoAllocs(t, f) })
 	t.Run("CloseIdempotent", func(t *testing.T) { testClose(t, f) })
 }

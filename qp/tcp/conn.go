@@ -14,6 +14,7 @@ import (
 
 	"github.com/mptx-dev/mptx/qp"
 	"github.com/mptx-dev/mptx/qp/internal/cqring"
+	"github.com/mptx-dev/mptx/qp/internal/sendreg"
 	"github.com/mptx-dev/mptx/units"
 )
 
@@ -127,15 +128,18 @@ type Conn struct {
 	retryTimeout time.Duration
 	resetTimeout time.Duration
 
+	regs sendreg.Table // qp.SendRegions
+
 	mu     sync.Mutex
 	closed bool        // guarded by mu
 	cq     cqring.Ring // guarded by mu; sized so that it cannot overflow
 }
 
 var (
-	_ qp.Conn     = (*Conn)(nil)
-	_ qp.Resetter = (*Conn)(nil)
-	_ Notifier    = (*Conn)(nil)
+	_ qp.Conn        = (*Conn)(nil)
+	_ qp.Resetter    = (*Conn)(nil)
+	_ qp.SendRegions = (*Conn)(nil)
+	_ Notifier       = (*Conn)(nil)
 )
 
 // sendPath is one path of a Conn.
@@ -159,6 +163,7 @@ type sendPath struct {
 	// number. cqPending counts this path's completions not yet polled:
 	// they still hold send queue slots.
 	sq          []qp.SendWR
+	sqData      [][]byte // sq[i]'s payload, resolved by PostSend; nil once completed
 	head        int
 	n           int
 	sent        int
@@ -344,7 +349,7 @@ func Dial(ctx context.Context, addr string, cfg DialConfig) (*Conn, error) {
 		c.infos[i] = info
 		c.paths[i] = &sendPath{
 			c: c, idx: i, conn: tc, qpn: info.QPN, doorbell: make(chan struct{}, 1),
-			sq: make([]qp.SendWR, cfg.MaxSendWR), seqHead: 1,
+			sq: make([]qp.SendWR, cfg.MaxSendWR), sqData: make([][]byte, cfg.MaxSendWR), seqHead: 1,
 			hdrs: make([][hdrLen]byte, maxBatch), iov: make([][]byte, 0, 2*maxBatch),
 			br: bufio.NewReaderSize(tc, 4096),
 		}
@@ -471,7 +476,8 @@ func (c *Conn) PostSend(path int, wrs []qp.SendWR) (int, error) {
 	queued, failed := false, false
 	for k := range wrs {
 		wr := &wrs[k]
-		if err := c.checkWR(k, wr); err != nil {
+		data, err := c.checkWR(k, wr)
+		if err != nil {
 			c.mu.Unlock()
 			c.kick(p, queued, failed)
 			return k, err
@@ -495,6 +501,7 @@ func (c *Conn) PostSend(path int, wrs []qp.SendWR) (int, error) {
 			i -= len(p.sq)
 		}
 		p.sq[i] = *wr
+		p.sqData[i] = data
 		p.n++
 		queued = true
 	}
@@ -503,17 +510,52 @@ func (c *Conn) PostSend(path int, wrs []qp.SendWR) (int, error) {
 	return len(wrs), nil
 }
 
-func (c *Conn) checkWR(k int, wr *qp.SendWR) error {
+// checkWR checks wrs[k] and returns its payload: the bytes of its send
+// region it names (nil for a zero-length WR).
+func (c *Conn) checkWR(k int, wr *qp.SendWR) ([]byte, error) {
 	if wr.Op != qp.OpWrite && wr.Op != qp.OpWriteImm {
-		return fmt.Errorf("tcp: PostSend: wrs[%d].Op = %v (valid: WRITE, WRITE_WITH_IMM)", k, wr.Op)
+		return nil, fmt.Errorf("tcp: PostSend: wrs[%d].Op = %v (valid: WRITE, WRITE_WITH_IMM)", k, wr.Op)
 	}
 	if wr.Len < 0 || wr.Len > MaxMessageBytes {
-		return fmt.Errorf("tcp: PostSend: wrs[%d].Len = %d B (valid: 0..%d)", k, wr.Len, MaxMessageBytes)
+		return nil, fmt.Errorf("tcp: PostSend: wrs[%d].Len = %d B (valid: 0..%d)", k, wr.Len, MaxMessageBytes)
 	}
-	if wr.Len > 0 && (wr.Local < 0 || wr.Local > units.Bytes(len(c.region))-wr.Len) {
-		return fmt.Errorf("tcp: PostSend: wrs[%d] local range [%d, %d) outside the %d-byte send region", k, wr.Local, wr.Local+wr.Len, len(c.region))
+	if wr.Len == 0 {
+		return nil, nil
 	}
-	return nil
+	region := c.region
+	if wr.Region != 0 {
+		var ok bool
+		if region, ok = c.regs.Lookup(wr.Region); !ok {
+			return nil, fmt.Errorf("tcp: PostSend: wrs[%d].Region = %#x is not registered (AddSendRegion)", k, wr.Region)
+		}
+	}
+	if wr.Local < 0 || wr.Local > units.Bytes(len(region))-wr.Len {
+		return nil, fmt.Errorf("tcp: PostSend: wrs[%d] local range [%d, %d) outside the %d-byte send region %#x", k, wr.Local, wr.Local+wr.Len, len(region), wr.Region)
+	}
+	return region[wr.Local : wr.Local+wr.Len : wr.Local+wr.Len], nil
+}
+
+// AddSendRegion implements qp.SendRegions: buf becomes a send region that
+// work requests name by the id returned (SendWR.Region). The path writers
+// gather payloads straight from it into their writev calls, so the caller
+// must leave buf unchanged while work requests naming it are outstanding.
+// Registering takes no system call and no copy. It is safe for concurrent
+// use with every other method.
+func (c *Conn) AddSendRegion(buf []byte) (uint32, error) {
+	if c.isClosed.Load() {
+		return 0, qp.ErrClosed
+	}
+	return c.regs.Add("tcp", buf)
+}
+
+// RemoveSendRegion implements qp.SendRegions. Work requests already
+// posted keep the payload they resolved when they were posted (PostSend
+// checks and resolves the region), so removing a region cannot make a
+// writer read another buffer; but the caller must not modify the buffer
+// until they have completed. It is safe for concurrent use with every
+// other method.
+func (c *Conn) RemoveSendRegion(id uint32) error {
+	return c.regs.Remove("tcp", id)
 }
 
 // kick rings p's doorbell if WRs were queued and notifies the driver if
@@ -552,6 +594,7 @@ func (c *Conn) completeHead(p *sendPath, st qp.Status) {
 	if st == qp.StatusOK {
 		p.acked += wr.Len
 	}
+	p.sqData[p.head] = nil
 	p.head++
 	if p.head == len(p.sq) {
 		p.head = 0
@@ -691,7 +734,7 @@ func (p *sendPath) writeLoop(conn *net.TCPConn) {
 			putHeader(&p.hdrs[i], wr, p.seqHead+uint32(p.sent+i))
 			iov = append(iov, p.hdrs[i][:])
 			if wr.Len > 0 {
-				iov = append(iov, c.region[wr.Local:wr.Local+wr.Len])
+				iov = append(iov, p.sqData[j])
 			}
 		}
 		p.sent += k

@@ -158,3 +158,81 @@ func countDiff(a, b []byte) int {
 	}
 	return d
 }
+
+// testSendRegions checks qp.SendRegions: writes naming a registered buffer
+// send its bytes (and the connection's own send region still works next to
+// it), a write naming an unknown or removed region is refused by PostSend,
+// and the id of a removed region does not come back for another buffer.
+func testSendRegions(t *testing.T, f Factory) {
+	env := f(t, 2, region)
+	sr, ok := env.Conn.(qp.SendRegions)
+	if !ok {
+		t.Skip("the backend does not implement qp.SendRegions")
+	}
+	if env.SendRegion == nil {
+		t.Fatal("a backend with SendRegions must carry data (Env.SendRegion)")
+	}
+	fill(env.SendRegion, 0x10)
+	bufA, bufB := make([]byte, 64*units.KiB), make([]byte, 48*units.KiB)
+	fill(bufA, 0xa1)
+	fill(bufB, 0xb2)
+	idA, err := sr.AddSendRegion(bufA)
+	if err != nil || idA == 0 {
+		t.Fatalf("AddSendRegion(64 KiB) = %#x, %v; want a nonzero id", idA, err)
+	}
+	idB, err := sr.AddSendRegion(bufB)
+	if err != nil || idB == 0 || idB == idA {
+		t.Fatalf("AddSendRegion(48 KiB) = %#x, %v; want a nonzero id other than %#x", idB, err, idA)
+	}
+	if _, err := sr.AddSendRegion(nil); err == nil {
+		t.Error("AddSendRegion(nil) succeeded; want an error")
+	}
+	c := newCollector(env)
+	wrs := []qp.SendWR{
+		{ID: 1, Op: qp.OpWrite, Region: idA, Local: 4096, Remote: 0, Len: 32 * units.KiB},
+		{ID: 2, Op: qp.OpWrite, Region: 0, Local: 0, Remote: 32 * units.KiB, Len: 16 * units.KiB},
+		{ID: 3, Op: qp.OpWriteImm, Region: idB, Local: 16 * units.KiB, Remote: 48 * units.KiB, Len: 32 * units.KiB, Imm: 3},
+	}
+	if k, err := env.Conn.PostSend(0, wrs); k != len(wrs) || err != nil {
+		t.Fatalf("PostSend(writes naming regions %#x, 0, %#x) = %d, %v", idA, idB, k, err)
+	}
+	// Out of the region's bounds: refused or failed, never sent from
+	// elsewhere.
+	if k, err := env.Conn.PostSend(1, []qp.SendWR{{ID: 4, Op: qp.OpWrite, Region: idB, Local: 32 * units.KiB, Remote: 0, Len: 32 * units.KiB}}); k != 0 || err == nil {
+		t.Errorf("PostSend(write past the end of region %#x) = %d, %v; want 0 and an error", idB, k, err)
+	}
+	c.wait(t, "the writes", func() bool { return len(c.send) >= 3 && len(c.recv) >= 1 })
+	for _, s := range c.send {
+		if s.Status != qp.StatusOK {
+			t.Errorf("write %d completed %v; want ok", s.ID, s.Status)
+		}
+	}
+	got := env.Recv.Region()
+	if !bytes.Equal(got[:32*units.KiB], bufA[4096:4096+32*units.KiB]) {
+		t.Error("the write from region A did not land A's bytes")
+	}
+	if !bytes.Equal(got[32*units.KiB:48*units.KiB], env.SendRegion[:16*units.KiB]) {
+		t.Error("the write from region 0 did not land the send region's bytes")
+	}
+	if !bytes.Equal(got[48*units.KiB:80*units.KiB], bufB[16*units.KiB:48*units.KiB]) {
+		t.Error("the write from region B did not land B's bytes")
+	}
+	if err := sr.RemoveSendRegion(idA); err != nil {
+		t.Fatalf("RemoveSendRegion(%#x): %v", idA, err)
+	}
+	if err := sr.RemoveSendRegion(idA); err == nil {
+		t.Errorf("second RemoveSendRegion(%#x) succeeded; want an error", idA)
+	}
+	idC, err := sr.AddSendRegion(make([]byte, 4096))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if idC == idA {
+		t.Errorf("AddSendRegion after RemoveSendRegion(%#x) returned the same id: a stale work request would alias the new buffer", idA)
+	}
+	for _, id := range []uint32{idA, 0xdead_beef} {
+		if k, err := env.Conn.PostSend(1, []qp.SendWR{{ID: 5, Op: qp.OpWrite, Region: id, Len: 1}}); k != 0 || err == nil {
+			t.Errorf("PostSend(write naming unregistered region %#x) = %d, %v; want 0 and an error", id, k, err)
+		}
+	}
+}
