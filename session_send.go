@@ -123,12 +123,12 @@ type Transfer struct {
 	Size units.Bytes
 
 	s      *sendSide
-	data   []byte // the caller's tensor (read until staged)
 	crc    uint32
 	ctx    context.Context
 	stop   func() bool
-	off    units.Bytes // staging range
+	off    units.Bytes // staging range, when staged
 	staged bool
+	region uint32 // the caller's data registered as a send region (qp.SendRegions); 0 if staged
 	tag    int
 	plan   chunk.Plan
 
@@ -198,6 +198,7 @@ func (t *Transfer) finish(err error) {
 type sendSide struct {
 	s     *Session
 	conn  qp.Conn
+	regs  qp.SendRegions // nil: every tensor is staged
 	snd   *Sender
 	clock *vtime.Monotonic
 	wake  <-chan struct{}
@@ -225,6 +226,7 @@ func newSendSide(s *Session, conn qp.Conn, send []byte, cfg *Config) (*sendSide,
 	if n, ok := conn.(qp.Notifier); ok {
 		ss.wake = n.Notify()
 	}
+	ss.regs, _ = conn.(qp.SendRegions)
 	if s.tr == TransportVerbs {
 		ss.busy = 50 * time.Microsecond
 	}
@@ -260,9 +262,7 @@ func (ss *sendSide) do(f func()) bool {
 
 // Send ships data as one tensor named name and returns when the receiver
 // has it, checked: nil, or why not. ctx cancels the transfer on both ends.
-// data is copied into the session's send buffer before Send returns (data
-// may be reused as soon as Send returns, and also, with SendAsync, once
-// Staged reports it).
+// Send reads data until it returns; data must not be modified before then.
 func (s *Session) Send(ctx context.Context, name string, data []byte) error {
 	t, err := s.SendAsync(ctx, name, data)
 	if err != nil {
@@ -273,10 +273,21 @@ func (s *Session) Send(ctx context.Context, name string, data []byte) error {
 }
 
 // SendAsync starts sending data as one tensor named name and returns its
-// Transfer at once, after copying data into the session's send buffer
-// (which waits for room when the buffer is busy with earlier tensors). ctx
-// cancels the transfer on both ends: it then fails with ctx's error, and
-// the receiver never delivers it.
+// Transfer at once. ctx cancels the transfer on both ends: it then fails
+// with ctx's error, and the receiver never delivers it.
+//
+// The caller must not modify data until the transfer has ended (its Done
+// channel is closed, Wait has returned): until then the session may read
+// it, and a change would reach the receiver, or fail the tensor's CRC32C
+// check. Once the transfer has ended, successfully or not, nothing reads
+// data any more. How data is read depends on the transport:
+//
+//   - TCP sends straight from data (qp.SendRegions: data is registered
+//     with the connection for the transfer's lifetime): no copy.
+//   - Verbs, for now, copies data into the session's registered send
+//     buffer (Config.SendBuffer) before SendAsync returns, waiting for
+//     room while the buffer is busy with earlier tensors; a tensor larger
+//     than the buffer is refused.
 func (s *Session) SendAsync(ctx context.Context, name string, data []byte) (*Transfer, error) {
 	ss := s.snd
 	if ss == nil {
@@ -289,36 +300,65 @@ func (s *Session) SendAsync(ctx context.Context, name string, data []byte) (*Tra
 	if size == 0 {
 		return nil, fmt.Errorf("mptx: tensor %q is empty (valid: at least 1 byte)", name)
 	}
-	if size > units.Bytes(len(ss.send)) {
+	if ss.regs == nil && size > units.Bytes(len(ss.send)) {
 		return nil, fmt.Errorf("mptx: tensor %q is %v, larger than the send buffer (%v; Config.SendBuffer)", name, size, units.Bytes(len(ss.send)))
 	}
 	if err := s.Err(); err != nil {
 		return nil, err
 	}
-	t := &Transfer{ID: multipath.TransferID(ss.nextID.Add(1)), Name: name, Size: size, s: ss, data: data, ctx: ctx,
+	t := &Transfer{ID: multipath.TransferID(ss.nextID.Add(1)), Name: name, Size: size, s: ss, ctx: ctx,
 		done: make(chan struct{}), started: time.Now()}
-	// Stage: take a range of the send buffer (waiting for room), copy
-	// and checksum on the caller's goroutine, so that the engine's loop
-	// never stalls on a copy and several senders copy in parallel.
-	off, err := ss.reserve(ctx, size)
-	if err != nil {
-		return nil, err
-	}
-	t.off, t.staged = off, true
-	copy(ss.send[off:off+size], data)
-	t.data = nil
-	if !s.cfg.NoChecksum {
-		t.crc = chunk.CRC32C(ss.send[off : off+size])
+	if ss.regs != nil {
+		// Zero-copy: checksum on the caller's goroutine (several senders
+		// checksum in parallel), then send from data itself.
+		if !s.cfg.NoChecksum {
+			t.crc = chunk.CRC32C(data)
+		}
+		id, err := ss.regs.AddSendRegion(data)
+		if err != nil {
+			return nil, fmt.Errorf("mptx: tensor %q: registering it to send from: %w", name, err)
+		}
+		t.region = id
+	} else {
+		// Stage: take a range of the send buffer (waiting for room),
+		// copy and checksum on the caller's goroutine, so that the
+		// engine's loop never stalls on a copy and several senders copy
+		// in parallel.
+		off, err := ss.reserve(ctx, size)
+		if err != nil {
+			return nil, err
+		}
+		t.off, t.staged = off, true
+		copy(ss.send[off:off+size], data)
+		if !s.cfg.NoChecksum {
+			t.crc = chunk.CRC32C(ss.send[off : off+size])
+		}
 	}
 	t.stop = context.AfterFunc(ctx, func() {
 		ss.do(func() { ss.cancel(t, context.Cause(ctx)) })
 	})
 	if !ss.do(func() { ss.start(t) }) {
 		t.stop()
-		ss.release(off, size)
+		ss.unpin(t)
 		return nil, s.Err()
 	}
 	return t, nil
+}
+
+// unpin gives back what holds t's bytes for sending: its staging range, or
+// its registration as a send region. Only once nothing of t can be read
+// any more: before it was submitted, or once the engine fenced it.
+func (ss *sendSide) unpin(t *Transfer) {
+	if t.staged {
+		t.staged = false
+		ss.release(t.off, t.Size)
+	}
+	if t.region != 0 {
+		if err := ss.regs.RemoveSendRegion(t.region); err != nil {
+			panic(fmt.Sprintf("mptx: BUG: tensor %q: %v", t.Name, err))
+		}
+		t.region = 0
+	}
 }
 
 // reserve takes size bytes of the send buffer, waiting while it is full.
@@ -363,7 +403,7 @@ func (ss *sendSide) start(t *Transfer) {
 		return
 	}
 	now := ss.clock.Now()
-	tag, plan, err := ss.snd.Submit(now, multipath.TransferSpec{ID: t.ID, Size: t.Size, Local: t.off, Hold: true})
+	tag, plan, err := ss.snd.SubmitRegion(now, multipath.TransferSpec{ID: t.ID, Size: t.Size, Local: t.off, Hold: true}, t.region)
 	if err != nil {
 		ss.fail(t, err)
 		return
@@ -386,13 +426,10 @@ func (ss *sendSide) cancel(t *Transfer, cause error) {
 	_ = ss.snd.Cancel(ss.clock.Now(), t.ID, cause)
 }
 
-// fail ends t with err and gives its staging range back.
+// fail ends t with err and unpins its bytes.
 func (ss *sendSide) fail(t *Transfer, err error) {
 	delete(ss.live, t.ID)
-	if t.staged {
-		t.staged = false
-		ss.release(t.off, t.Size)
-	}
+	ss.unpin(t)
 	t.finish(err)
 }
 
@@ -408,11 +445,8 @@ func (ss *sendSide) onDone(id multipath.TransferID, _ vtime.Time, err error) {
 	if serr := ss.s.ctrl.send(msgEnd, m.marshal()); serr != nil && err == nil {
 		err = fmt.Errorf("mptx: telling the receiver: %w", serr)
 	}
-	if t.staged {
-		// Fenced: nothing reads the staging range any more.
-		t.staged = false
-		ss.release(t.off, t.Size)
-	}
+	// Fenced: nothing reads t's bytes any more.
+	ss.unpin(t)
 	if err != nil {
 		if errors.Is(err, multipath.ErrCanceled) && t.ctx.Err() != nil {
 			err = fmt.Errorf("mptx: tensor %q canceled: %w", t.Name, context.Cause(t.ctx))
