@@ -55,24 +55,24 @@ type SenderStats struct {
 
 // Sender drives the engine over one qp.Conn.
 type Sender struct {
-	conn   qp.Conn
-	eng    *multipath.Engine
-	cfg    SenderConfig
-	intr   qp.INTReader
-	rl     qp.RateLimiter
-	rs     qp.Resetter
-	sr     qp.SendRegions
+	conn qp.Conn
+	eng  *multipath.Engine
+	cfg  SenderConfig
+	intr qp.INTReader
+	rl   qp.RateLimiter
+	rs   qp.Resetter
+	sr   qp.SendRegions
 	// regions names the send region of each live transfer submitted with
 	// SubmitRegion and a region other than 0; posts take it from here.
 	regions map[multipath.TransferID]uint32
-	acts   []multipath.Action
-	cqes   []qp.Completion
-	wrs    [][]qp.SendWR // per path batch
-	ids    [][]uint64
-	comp   multipath.Completion
-	hops   [8]qp.INTHop
-	nextCt vtime.Time
-	stats  SenderStats
+	acts    []multipath.Action
+	cqes    []qp.Completion
+	wrs     [][]qp.SendWR // per path batch
+	ids     [][]uint64
+	comp    multipath.Completion
+	hops    [8]qp.INTHop
+	nextCt  vtime.Time
+	stats   SenderStats
 
 	// pathErr is the latest backend error of each path (post, reset,
 	// set-rate, counters); it is added to the error of a transfer that
