@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mptx-dev/mptx/chunk"
+	"github.com/mptx-dev/mptx/internal/crc32c"
 	"github.com/mptx-dev/mptx/multipath"
 	"github.com/mptx-dev/mptx/qp"
 	"github.com/mptx-dev/mptx/qp/verbs/bootstrap"
@@ -47,6 +48,62 @@ type incomingTensor struct {
 	off     units.Bytes
 	granted bool
 	at      time.Time
+	// sums[i] is the CRC32C of chunk i as it stood when its WRITE WITH
+	// IMM was polled (summed[i]); nil when the tensor is not checked.
+	sums   []uint32
+	summed []bool
+}
+
+// sumChunk checksums chunk i of in's range in region.
+func (in *incomingTensor) sumChunk(region []byte, i uint32) {
+	off, n := in.plan.Span(int(i))
+	b := region[in.off+off : in.off+off+n]
+	in.sums[i], in.summed[i] = chunk.CRC32C(b), true
+}
+
+// crc returns the CRC32C of in's range: the chunks' sums combined in
+// order, summing any chunk that has none yet.
+func (in *incomingTensor) crc(region []byte) uint32 {
+	var c uint32
+	for i := range in.sums {
+		if !in.summed[i] {
+			in.sumChunk(region, uint32(i))
+		}
+		_, n := in.plan.Span(i)
+		c = crc32c.Combine(c, in.sums[i], uint64(n))
+	}
+	return c
+}
+
+// sumTap is the receive driver's view of the connection's qp.Receiver: it
+// checksums each chunk of a checked tensor when the completion of its
+// WRITE WITH IMM is polled, which is right after the chunk's last bytes
+// landed (a path's writes land in order), while they are still in the
+// CPU's cache, instead of reading the whole tensor from memory again once
+// it is complete. Immediates that name no tensor being checked (probes,
+// an earlier use of a slot) are passed on untouched; the Receiver judges
+// them. Loop goroutine only.
+type sumTap struct {
+	qp.Receiver
+	rs *recvSide
+}
+
+func (t *sumTap) Poll(dst []qp.Completion) (int, error) {
+	n, err := t.Receiver.Poll(dst)
+	if len(t.rs.checking) == 0 {
+		return n, err
+	}
+	for i := range dst[:n] {
+		c := &dst[i]
+		if c.Op != qp.OpRecvImm || c.Status != qp.StatusOK || chunk.IsProbe(c.Imm) {
+			continue
+		}
+		tag, idx := chunk.DecodeImm(c.Imm)
+		if in := t.rs.checking[tag]; in != nil && int(idx) < len(in.sums) {
+			in.sumChunk(t.rs.region, idx)
+		}
+	}
+	return n, err
 }
 
 // recvSide is the acceptor's end: the receive driver, its loop goroutine
@@ -63,6 +120,9 @@ type recvSide struct {
 	kick   chan struct{}
 
 	offers  map[multipath.TransferID]*incomingTensor // loop only
+	// checking holds the granted tensors whose chunks sumTap checksums,
+	// by immediate tag; loop only.
+	checking map[int]*incomingTensor
 	waiting []multipath.TransferID                   // offers waiting for room, in order; loop only
 	out     chan any                                 // *Tensor or error, to Recv
 	mu      sync.Mutex
@@ -111,7 +171,7 @@ func (rs *recvSide) waitReceipts(d time.Duration) {
 func newRecvSide(s *Session, recv qp.Receiver, region []byte) (*recvSide, error) {
 	rs := &recvSide{s: s, recv: recv, region: region, alloc: newRangeAlloc(units.Bytes(len(region))),
 		clock: vtime.NewMonotonic(), cmds: make(chan func(), 1024), kick: make(chan struct{}, 1),
-		offers: map[multipath.TransferID]*incomingTensor{}, out: make(chan any, chunk.MaxSlots)}
+		offers: map[multipath.TransferID]*incomingTensor{}, checking: map[int]*incomingTensor{}, out: make(chan any, chunk.MaxSlots)}
 	rs.rcond = sync.NewCond(&rs.rmu)
 	if n, ok := recv.(qp.Notifier); ok {
 		rs.wake = n.Notify()
@@ -119,7 +179,7 @@ func newRecvSide(s *Session, recv qp.Receiver, region []byte) (*recvSide, error)
 	if s.tr == TransportVerbs {
 		rs.busy = 50 * time.Microsecond
 	}
-	rcv, err := NewReceiver(recv, ReceiverConfig{AwaitSender: true, OnDone: rs.onDone})
+	rcv, err := NewReceiver(&sumTap{Receiver: recv, rs: rs}, ReceiverConfig{AwaitSender: true, OnDone: rs.onDone})
 	if err != nil {
 		return nil, err
 	}
@@ -248,6 +308,10 @@ func (rs *recvSide) grant() {
 			_ = rs.s.ctrl.send(msgRefuse, r.marshal())
 			continue
 		}
+		if !rs.s.cfg.NoChecksum && in.offer.CRC32C != 0 {
+			in.sums, in.summed = make([]uint32, in.plan.Count), make([]bool, in.plan.Count)
+			rs.checking[int(in.offer.Tag)] = in
+		}
 		g := grantMsg{ID: in.offer.ID, Remote: uint64(off)}
 		if err := rs.s.ctrl.send(msgGrant, g.marshal()); err != nil {
 			rs.s.end(fmt.Errorf("mptx: sending Grant: %w", err))
@@ -285,6 +349,9 @@ func (rs *recvSide) onDone(id multipath.TransferID, _ vtime.Time, err error) {
 		return
 	}
 	delete(rs.offers, id)
+	if rs.checking[int(in.offer.Tag)] == in {
+		delete(rs.checking, int(in.offer.Tag))
+	}
 	size := in.plan.Size
 	if err != nil {
 		rs.alloc.free(in.off, size)
@@ -296,16 +363,18 @@ func (rs *recvSide) onDone(id multipath.TransferID, _ vtime.Time, err error) {
 	}
 	data := rs.region[in.off : in.off+size : in.off+size]
 	t := &Tensor{ID: id, Name: in.offer.Name, Data: data, Offset: in.off, CRC32C: in.offer.CRC32C, Took: time.Since(in.at), r: rs}
-	check := !rs.s.cfg.NoChecksum && in.offer.CRC32C != 0
+	var crcErr error
+	if in.sums != nil {
+		// The chunks were checksummed as they landed (sumTap); the
+		// tensor's CRC32C combines theirs.
+		if got := in.crc(rs.region); got != in.offer.CRC32C {
+			crcErr = fmt.Errorf("CRC32C %#08x of the received bytes, the sender's is %#08x", got, in.offer.CRC32C)
+		}
+	}
 	rs.receiptStart()
 	go func() {
 		defer rs.receiptDone()
-		var err error
-		if check {
-			if got := chunk.CRC32C(data); got != in.offer.CRC32C {
-				err = fmt.Errorf("CRC32C %#08x of the received bytes, the sender's is %#08x", got, in.offer.CRC32C)
-			}
-		}
+		err := crcErr
 		// Queue the tensor (or its failure) before the Receipt, so that
 		// a sender who closes as soon as Send returns cannot end the
 		// session before Recv can have it.
