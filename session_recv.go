@@ -119,15 +119,15 @@ type recvSide struct {
 	cmds   chan func()
 	kick   chan struct{}
 
-	offers  map[multipath.TransferID]*incomingTensor // loop only
+	offers map[multipath.TransferID]*incomingTensor // loop only
 	// checking holds the granted tensors whose chunks sumTap checksums,
 	// by immediate tag; loop only.
 	checking map[int]*incomingTensor
-	waiting []multipath.TransferID                   // offers waiting for room, in order; loop only
-	out     chan any                                 // *Tensor or error, to Recv
-	mu      sync.Mutex
-	closed  bool
-	busy    time.Duration
+	waiting  []multipath.TransferID // offers waiting for room, in order; loop only
+	out      chan any               // *Tensor or error, to Recv
+	mu       sync.Mutex
+	closed   bool
+	busy     time.Duration
 	// receipts counts checks in progress (their Receipt not yet sent);
 	// Close waits for them, so a sender is never told "closed" for a
 	// tensor the receiving application already has.
