@@ -10,7 +10,7 @@ import (
 	"github.com/mptx-dev/mptx/units"
 )
 
-// The session protocol, "mptx-session/1", runs on the authenticated
+// The session protocol, "mptx-session/2", runs on the authenticated
 // control channel of package bootstrap (HMAC-authenticated, sequenced
 // frames; every frame below is an application frame, bootstrap.TypeApp
 // and up). All integers are big endian; a string is a u16 length and its
@@ -21,18 +21,24 @@ import (
 //	                                  ◀────── Welcome{transport, data address, region}
 //	   (the transport's data paths connect: qp/tcp's or verbs' own handshake)
 //	per tensor:
-//	Offer{id, tag, plan, name, CRC32C} ─────▶  (a range of the region is set aside)
+//	Offer{id, tag, plan, flags, name} ──────▶  (a range of the region is set aside)
 //	                                  ◀────── Grant{id, remote offset} | Refuse{id, why}
 //	   (chunks are posted; WRITE WITH IMM names tag and chunk)
-//	End{id, tag, error} ────────────────────▶  (sent once the engine fenced the transfer)
+//	End{id, tag, error, CRC32C} ────────────▶  (sent once the engine fenced the transfer)
 //	                                  ◀────── Receipt{id, error}  (CRC checked)
 //	                                  ◀────── Cancel{id, why}     (the receiver gives up)
 //	Bye ◀──────────────────────────────────▶ Bye
 //
 // A tensor is handed to the receiving application only after End, so no
 // abandoned work request of it can land afterwards (see Receiver.AwaitSender).
+//
+// The tensor's CRC32C travels with End, not with Offer, so that the sender
+// checksums the tensor while its chunks are already on their way rather
+// than before it may offer it; Offer's flag offerChecked says that End
+// will carry one (the receiver then checksums the chunks as they land).
+// Version 1 carried the CRC32C in Offer.
 const (
-	sessionVersion = 1
+	sessionVersion = 2
 
 	msgHello   = bootstrap.TypeApp + iota // sender → receiver
 	msgWelcome                            // receiver → sender
@@ -43,6 +49,13 @@ const (
 	msgReceipt                            // receiver → sender
 	msgCancel                             // receiver → sender
 	msgBye                                // either way
+)
+
+// Offer flags.
+const (
+	// offerChecked: the sender checksums the tensor; End carries its
+	// CRC32C.
+	offerChecked = 1 << 0
 )
 
 // Transport bits in Hello.
@@ -73,7 +86,7 @@ type offerMsg struct {
 	Size      uint64
 	ChunkSize uint64
 	Count     uint32
-	CRC32C    uint32
+	Flags     uint32 // offer* bits
 	Name      string
 	Trace     string // W3C traceparent of the sender's transfer span, "" if none
 }
@@ -83,12 +96,13 @@ type grantMsg struct {
 	Remote uint64
 }
 
-// idMsg is Refuse, End, Receipt and Cancel: an id, for End a tag, and an
-// error text ("" for success).
+// idMsg is Refuse, End, Receipt and Cancel: an id, for End a tag and the
+// tensor's CRC32C, and an error text ("" for success).
 type idMsg struct {
-	ID  uint64
-	Tag uint16 // End only
-	Err string
+	ID     uint64
+	Tag    uint16 // End only
+	CRC32C uint32 // End only: the tensor's, when its Offer had offerChecked
+	Err    string
 }
 
 // MaxNameLen bounds a tensor's name (bytes).
@@ -189,7 +203,7 @@ func (m *offerMsg) marshal() []byte {
 	e.u64(m.Size)
 	e.u64(m.ChunkSize)
 	e.u32(m.Count)
-	e.u32(m.CRC32C)
+	e.u32(m.Flags)
 	e.str(m.Name)
 	e.str(m.Trace)
 	return e.b
@@ -208,7 +222,7 @@ func (m *offerMsg) plan() (chunk.Plan, error) {
 
 func (m *offerMsg) unmarshal(b []byte) error {
 	d := wdec{b: b}
-	m.ID, m.Tag, m.Size, m.ChunkSize, m.Count, m.CRC32C = d.u64(), d.u16(), d.u64(), d.u64(), d.u32(), d.u32()
+	m.ID, m.Tag, m.Size, m.ChunkSize, m.Count, m.Flags = d.u64(), d.u16(), d.u64(), d.u64(), d.u32(), d.u32()
 	m.Name, m.Trace = d.str(), d.str()
 	if err := d.done("Offer"); err != nil {
 		return err
@@ -246,13 +260,14 @@ func (m *idMsg) marshal() []byte {
 	var e wenc
 	e.u64(m.ID)
 	e.u16(m.Tag)
+	e.u32(m.CRC32C)
 	e.str(m.Err)
 	return e.b
 }
 
 func (m *idMsg) unmarshal(b []byte, what string) error {
 	d := wdec{b: b}
-	m.ID, m.Tag, m.Err = d.u64(), d.u16(), d.str()
+	m.ID, m.Tag, m.CRC32C, m.Err = d.u64(), d.u16(), d.u32(), d.str()
 	return d.done(what)
 }
 

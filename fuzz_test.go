@@ -17,9 +17,9 @@ import (
 func FuzzControlMessages(f *testing.F) {
 	f.Add(uint8(0), (&hello{Version: 1, Transports: 3, Paths: 4, MaxTensor: 1 << 30}).marshal())
 	f.Add(uint8(1), (&welcome{Transport: transportTCP, DataAddr: ":7001", RegionSize: 1 << 30}).marshal())
-	f.Add(uint8(2), (&offerMsg{ID: 7, Tag: 0x123, Size: 10 << 20, ChunkSize: 4 << 20, Count: 3, CRC32C: 9, Name: "layer0/kv"}).marshal())
+	f.Add(uint8(2), (&offerMsg{ID: 7, Tag: 0x123, Size: 10 << 20, ChunkSize: 4 << 20, Count: 3, Flags: offerChecked, Name: "layer0/kv"}).marshal())
 	f.Add(uint8(3), (&grantMsg{ID: 7, Remote: 4096}).marshal())
-	f.Add(uint8(4), (&idMsg{ID: 7, Tag: 1, Err: "boom"}).marshal())
+	f.Add(uint8(4), (&idMsg{ID: 7, Tag: 1, CRC32C: 9, Err: "boom"}).marshal())
 	f.Add(uint8(2), []byte{})
 	f.Add(uint8(2), (&offerMsg{ID: 1, Size: 1, ChunkSize: 1, Count: 2}).marshal())
 	f.Fuzz(func(t *testing.T, kind uint8, b []byte) {

@@ -25,7 +25,7 @@ type Tensor struct {
 	Name   string
 	Data   []byte
 	Offset units.Bytes // where Data starts in the region
-	CRC32C uint32      // as the sender computed it (0 with NoChecksum)
+	CRC32C uint32      // as the sender computed it (0 when either end has NoChecksum)
 	// Took is the time from the receiver's Grant to the sender's End.
 	Took time.Duration
 
@@ -48,6 +48,7 @@ type incomingTensor struct {
 	off     units.Bytes
 	granted bool
 	at      time.Time
+	crc     uint32 // the sender's, from End
 	// sums[i] is the CRC32C of chunk i as it stood when its WRITE WITH
 	// IMM was polled (summed[i]); nil when the tensor is not checked.
 	sums   []uint32
@@ -61,9 +62,9 @@ func (in *incomingTensor) sumChunk(region []byte, i uint32) {
 	in.sums[i], in.summed[i] = chunk.CRC32C(b), true
 }
 
-// crc returns the CRC32C of in's range: the chunks' sums combined in
+// sum returns the CRC32C of in's range: the chunks' sums combined in
 // order, summing any chunk that has none yet.
-func (in *incomingTensor) crc(region []byte) uint32 {
+func (in *incomingTensor) sum(region []byte) uint32 {
 	var c uint32
 	for i := range in.sums {
 		if !in.summed[i] {
@@ -308,7 +309,7 @@ func (rs *recvSide) grant() {
 			_ = rs.s.ctrl.send(msgRefuse, r.marshal())
 			continue
 		}
-		if !rs.s.cfg.NoChecksum && in.offer.CRC32C != 0 {
+		if !rs.s.cfg.NoChecksum && in.offer.Flags&offerChecked != 0 {
 			in.sums, in.summed = make([]uint32, in.plan.Count), make([]bool, in.plan.Count)
 			rs.checking[int(in.offer.Tag)] = in
 		}
@@ -337,6 +338,7 @@ func (rs *recvSide) end(m idMsg) {
 		rs.s.end(fmt.Errorf("mptx: End of tensor %d carries tag %d, its Offer %d", m.ID, m.Tag, in.offer.Tag))
 		return
 	}
+	in.crc = m.CRC32C
 	rs.rcv.SenderDone(rs.clock.Now(), int(in.offer.Tag), textErr(m.Err))
 }
 
@@ -362,13 +364,14 @@ func (rs *recvSide) onDone(id multipath.TransferID, _ vtime.Time, err error) {
 		return
 	}
 	data := rs.region[in.off : in.off+size : in.off+size]
-	t := &Tensor{ID: id, Name: in.offer.Name, Data: data, Offset: in.off, CRC32C: in.offer.CRC32C, Took: time.Since(in.at), r: rs}
+	t := &Tensor{ID: id, Name: in.offer.Name, Data: data, Offset: in.off, Took: time.Since(in.at), r: rs}
 	var crcErr error
 	if in.sums != nil {
 		// The chunks were checksummed as they landed (sumTap); the
 		// tensor's CRC32C combines theirs.
-		if got := in.crc(rs.region); got != in.offer.CRC32C {
-			crcErr = fmt.Errorf("CRC32C %#08x of the received bytes, the sender's is %#08x", got, in.offer.CRC32C)
+		t.CRC32C = in.crc
+		if got := in.sum(rs.region); got != in.crc {
+			crcErr = fmt.Errorf("CRC32C %#08x of the received bytes, the sender's is %#08x", got, in.crc)
 		}
 	}
 	rs.receiptStart()

@@ -123,7 +123,6 @@ type Transfer struct {
 	Size units.Bytes
 
 	s      *sendSide
-	crc    uint32
 	ctx    context.Context
 	stop   func() bool
 	off    units.Bytes // staging range, when staged
@@ -131,6 +130,15 @@ type Transfer struct {
 	region uint32 // the caller's data registered as a send region (qp.SendRegions); 0 if staged
 	tag    int
 	plan   chunk.Plan
+	// The checksum, computed while the chunks are on their way (see
+	// SendAsync) and sent with End. Loop goroutine only: summing says
+	// the caller's goroutine is still computing it (the bytes stay
+	// pinned until it is done), fenced that the engine reported the
+	// transfer (End waits for the checksum).
+	checked bool
+	summing bool
+	crc     uint32
+	fenced  bool
 
 	acked    atomic.Int64
 	mu       sync.Mutex
@@ -308,31 +316,27 @@ func (s *Session) SendAsync(ctx context.Context, name string, data []byte) (*Tra
 	}
 	t := &Transfer{ID: multipath.TransferID(ss.nextID.Add(1)), Name: name, Size: size, s: ss, ctx: ctx,
 		done: make(chan struct{}), started: time.Now()}
+	t.checked = !s.cfg.NoChecksum
+	t.summing = t.checked
+	sum := data
 	if ss.regs != nil {
-		// Zero-copy: checksum on the caller's goroutine (several senders
-		// checksum in parallel), then send from data itself.
-		if !s.cfg.NoChecksum {
-			t.crc = chunk.CRC32C(data)
-		}
+		// Zero-copy: send from data itself.
 		id, err := ss.regs.AddSendRegion(data)
 		if err != nil {
 			return nil, fmt.Errorf("mptx: tensor %q: registering it to send from: %w", name, err)
 		}
 		t.region = id
 	} else {
-		// Stage: take a range of the send buffer (waiting for room),
-		// copy and checksum on the caller's goroutine, so that the
-		// engine's loop never stalls on a copy and several senders copy
-		// in parallel.
+		// Stage: take a range of the send buffer (waiting for room) and
+		// copy on the caller's goroutine, so that the engine's loop never
+		// stalls on a copy and several senders copy in parallel.
 		off, err := ss.reserve(ctx, size)
 		if err != nil {
 			return nil, err
 		}
 		t.off, t.staged = off, true
 		copy(ss.send[off:off+size], data)
-		if !s.cfg.NoChecksum {
-			t.crc = chunk.CRC32C(ss.send[off : off+size])
-		}
+		sum = ss.send[off : off+size]
 	}
 	t.stop = context.AfterFunc(ctx, func() {
 		ss.do(func() { ss.cancel(t, context.Cause(ctx)) })
@@ -342,13 +346,51 @@ func (s *Session) SendAsync(ctx context.Context, name string, data []byte) (*Tra
 		ss.unpin(t)
 		return nil, s.Err()
 	}
+	if t.checked {
+		// Checksum on the caller's goroutine while the transfer starts
+		// (Offer, Grant, the first chunks): the CRC32C goes with End, so
+		// the pass over the tensor overlaps its transfer instead of
+		// delaying it, and several senders checksum in parallel.
+		crc := chunk.CRC32C(sum)
+		ss.do(func() { ss.summed(t, crc) })
+	}
 	return t, nil
+}
+
+// summed records t's checksum (loop goroutine) and, if the engine has
+// already reported t, tells the receiver. Once t has ended its bytes are
+// unpinned here: they were kept while the checksum read them.
+func (ss *sendSide) summed(t *Transfer, crc uint32) {
+	t.summing, t.crc = false, crc
+	if ss.live[t.ID] != t {
+		ss.unpin(t) // ended (failed, or the session ended) meanwhile
+		return
+	}
+	if t.fenced {
+		ss.unpin(t)
+		ss.sendEnd(t, nil)
+	}
+}
+
+// sendEnd tells the receiver that the engine reported t, with err, and
+// t's checksum. It returns the error to report for t.
+func (ss *sendSide) sendEnd(t *Transfer, err error) error {
+	m := idMsg{ID: uint64(t.ID), Tag: uint16(t.tag), CRC32C: t.crc, Err: errText(err)}
+	if serr := ss.s.ctrl.send(msgEnd, m.marshal()); serr != nil && err == nil {
+		err = fmt.Errorf("mptx: telling the receiver: %w", serr)
+		ss.fail(t, err)
+	}
+	return err
 }
 
 // unpin gives back what holds t's bytes for sending: its staging range, or
 // its registration as a send region. Only once nothing of t can be read
-// any more: before it was submitted, or once the engine fenced it.
+// any more: before it was submitted, or once the engine fenced it, and
+// not while its checksum is being computed.
 func (ss *sendSide) unpin(t *Transfer) {
+	if t.summing {
+		return // summed unpins
+	}
 	if t.staged {
 		t.staged = false
 		ss.release(t.off, t.Size)
@@ -412,7 +454,10 @@ func (ss *sendSide) start(t *Transfer) {
 	t.paths = make([]units.Bytes, len(ss.conn.Paths()))
 	ss.live[t.ID] = t
 	m := offerMsg{ID: uint64(t.ID), Tag: uint16(tag), Size: uint64(plan.Size), ChunkSize: uint64(plan.ChunkSize),
-		Count: uint32(plan.Count), CRC32C: t.crc, Name: t.Name}
+		Count: uint32(plan.Count), Name: t.Name}
+	if t.checked {
+		m.Flags |= offerChecked
+	}
 	if err := ss.s.ctrl.send(msgOffer, m.marshal()); err != nil {
 		ss.s.end(fmt.Errorf("mptx: sending Offer: %w", err))
 	}
@@ -441,13 +486,13 @@ func (ss *sendSide) onDone(id multipath.TransferID, _ vtime.Time, err error) {
 	if t == nil {
 		return
 	}
-	m := idMsg{ID: uint64(id), Tag: uint16(t.tag), Err: errText(err)}
-	if serr := ss.s.ctrl.send(msgEnd, m.marshal()); serr != nil && err == nil {
-		err = fmt.Errorf("mptx: telling the receiver: %w", serr)
+	t.fenced = true
+	if err == nil && t.summing {
+		return // summed sends End
 	}
-	// Fenced: nothing reads t's bytes any more.
+	// Fenced: nothing posted reads t's bytes any more.
 	ss.unpin(t)
-	if err != nil {
+	if err = ss.sendEnd(t, err); err != nil {
 		if errors.Is(err, multipath.ErrCanceled) && t.ctx.Err() != nil {
 			err = fmt.Errorf("mptx: tensor %q canceled: %w", t.Name, context.Cause(t.ctx))
 		}
