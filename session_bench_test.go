@@ -177,7 +177,9 @@ func (m *meter) cpuPerGB() float64 { return m.cpu.Seconds() / (m.bytes / 1e9) }
 // session, back to back, so that both see the same load; they report the
 // ratio of the session's rate to the plain stream's over the run, the
 // spread of the per-iteration ratios (ratio-min, ratio-max), both rates
-// and both CPU costs.
+// and both CPU costs. The nocrc variants turn the CRC32C off on both ends
+// (Config.NoChecksum), which shows what the checksum costs and what the
+// transport alone does.
 func BenchmarkTCPLoopback(b *testing.B) {
 	data := tensor(7, benchTensor)
 	b.Run("plain-stream", func(b *testing.B) {
@@ -212,10 +214,20 @@ func BenchmarkTCPLoopback(b *testing.B) {
 			b.ReportMetric(m.cpuPerGB(), "cpu-s/GB")
 		})
 	}
-	for _, paths := range []int{1, 4} {
-		b.Run(fmt.Sprintf("paired/paths=%d", paths), func(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		paths int
+		cfg   mptx.Config
+	}{
+		{"paths=1", 1, mptx.Config{}},
+		{"paths=4", 4, mptx.Config{}},
+		{"paths=1/nocrc", 1, mptx.Config{NoChecksum: true}},
+		{"paths=4/nocrc", 4, mptx.Config{NoChecksum: true}},
+	} {
+		paths := c.paths
+		b.Run("paired/"+c.name, func(b *testing.B) {
 			plain := newPlainStream(b, benchTensor)
-			sess := newSessionPair(b, paths, mptx.Config{})
+			sess := newSessionPair(b, paths, c.cfg)
 			warm(b, plain.send, data)
 			warm(b, sess.send, data)
 			b.ReportAllocs()
