@@ -24,7 +24,8 @@ import (
 //	Offer{id, tag, plan, flags, name} ──────▶  (a range of the region is set aside)
 //	                                  ◀────── Grant{id, remote offset} | Refuse{id, why}
 //	   (chunks are posted; WRITE WITH IMM names tag and chunk)
-//	End{id, tag, error, CRC32C} ────────────▶  (sent once the engine fenced the transfer)
+//	Sum{id, CRC32C} ────────────────────────▶  (when the sender has checksummed the tensor)
+//	End{id, tag, error} ────────────────────▶  (sent once the engine fenced the transfer)
 //	                                  ◀────── Receipt{id, error}  (CRC checked)
 //	                                  ◀────── Cancel{id, why}     (the receiver gives up)
 //	Bye ◀──────────────────────────────────▶ Bye
@@ -32,11 +33,13 @@ import (
 // A tensor is handed to the receiving application only after End, so no
 // abandoned work request of it can land afterwards (see Receiver.AwaitSender).
 //
-// The tensor's CRC32C travels with End, not with Offer, so that the sender
-// checksums the tensor while its chunks are already on their way rather
-// than before it may offer it; Offer's flag offerChecked says that End
-// will carry one (the receiver then checksums the chunks as they land).
-// Version 1 carried the CRC32C in Offer.
+// The tensor's CRC32C travels in a Sum of its own, after the Offer, before
+// or after End, so that the sender checksums the tensor while its chunks
+// are already on their way rather than before it may offer it (End goes
+// out as soon as the engine fenced the transfer: its slot may be reused at
+// once). Offer's flag offerChecked says that a Sum will follow; the
+// receiver then checksums the chunks as they land and delivers the tensor
+// once it has both End and Sum. Version 1 carried the CRC32C in Offer.
 const (
 	sessionVersion = 2
 
@@ -49,11 +52,12 @@ const (
 	msgReceipt                            // receiver → sender
 	msgCancel                             // receiver → sender
 	msgBye                                // either way
+	msgSum                                // sender → receiver
 )
 
 // Offer flags.
 const (
-	// offerChecked: the sender checksums the tensor; End carries its
+	// offerChecked: the sender checksums the tensor; a Sum carries its
 	// CRC32C.
 	offerChecked = 1 << 0
 )
@@ -96,13 +100,18 @@ type grantMsg struct {
 	Remote uint64
 }
 
-// idMsg is Refuse, End, Receipt and Cancel: an id, for End a tag and the
-// tensor's CRC32C, and an error text ("" for success).
+// idMsg is Refuse, End, Receipt and Cancel: an id, for End a tag, and an
+// error text ("" for success).
 type idMsg struct {
+	ID  uint64
+	Tag uint16 // End only
+	Err string
+}
+
+// sumMsg is Sum: the CRC32C of a tensor whose Offer had offerChecked.
+type sumMsg struct {
 	ID     uint64
-	Tag    uint16 // End only
-	CRC32C uint32 // End only: the tensor's, when its Offer had offerChecked
-	Err    string
+	CRC32C uint32
 }
 
 // MaxNameLen bounds a tensor's name (bytes).
@@ -260,15 +269,27 @@ func (m *idMsg) marshal() []byte {
 	var e wenc
 	e.u64(m.ID)
 	e.u16(m.Tag)
-	e.u32(m.CRC32C)
 	e.str(m.Err)
 	return e.b
 }
 
 func (m *idMsg) unmarshal(b []byte, what string) error {
 	d := wdec{b: b}
-	m.ID, m.Tag, m.CRC32C, m.Err = d.u64(), d.u16(), d.u32(), d.str()
+	m.ID, m.Tag, m.Err = d.u64(), d.u16(), d.str()
 	return d.done(what)
+}
+
+func (m *sumMsg) marshal() []byte {
+	var e wenc
+	e.u64(m.ID)
+	e.u32(m.CRC32C)
+	return e.b
+}
+
+func (m *sumMsg) unmarshal(b []byte) error {
+	d := wdec{b: b}
+	m.ID, m.CRC32C = d.u64(), d.u32()
+	return d.done("Sum")
 }
 
 // remoteError is an error text the peer sent.

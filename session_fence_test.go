@@ -3,7 +3,9 @@ package mptx
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,4 +98,69 @@ func TestSessionFencesStalledPath(t *testing.T) {
 		t.Errorf("path 0 after the stall: %+v; want it up again", ps2)
 	}
 	t.Logf("stall: %d resets, path 0 %d requeues; after: path 0 %s, %d chunks done", st.Resets, ps.Requeues, ps2.State, ps2.Chunks)
+}
+
+// TestSessionChecksumMismatch: a tensor whose bytes change after the
+// sender checksummed them (a caller breaking SendAsync's rule) is an error
+// at both ends, not data; the session goes on. The receiver's only path is
+// paused while SendAsync checksums, so that the tensor's last byte is still
+// waiting to be sent when the caller changes it.
+func TestSessionChecksumMismatch(t *testing.T) {
+	secret := []byte("session crc test: 32 bytes......!")
+	ln, err := Listen("127.0.0.1:0", Config{Secret: secret, RegionSize: 64 * units.MiB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	acc := make(chan *Session, 1)
+	go func() {
+		s, err := ln.Accept(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		acc <- s
+	}()
+	snd, err := Dial(ctx, ln.Addr().String(), Config{Secret: secret, Paths: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snd.Close()
+	rcv := <-acc
+	if rcv == nil {
+		t.FailNow()
+	}
+	defer rcv.Close()
+	tr := rcv.rcv.recv.(*tcpReceiver).Receiver
+	data := make([]byte, 48<<20)
+	for i := range data {
+		data[i] = byte(i * 13)
+	}
+	if err := tr.PausePath(0); err != nil {
+		t.Fatal(err)
+	}
+	x, err := snd.SendAsync(ctx, "changed", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)-1] ^= 0xff // after the checksum, before the last chunk is sent
+	if err := tr.ResumePath(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Wait(ctx); err == nil || !strings.Contains(err.Error(), "CRC32C") {
+		t.Fatalf("sender: a tensor changed after its checksum ended with %v; want the receiver's CRC32C error", err)
+	}
+	_, err = rcv.Recv(ctx)
+	var te *TransferError
+	if !errors.As(err, &te) || te.Name != "changed" || !strings.Contains(err.Error(), "CRC32C") {
+		t.Fatalf("receiver: Recv = %v; want a TransferError for \"changed\" naming the CRC32C", err)
+	}
+	if err := snd.Send(ctx, "intact", data); err != nil {
+		t.Fatal(err)
+	}
+	tn, err := rcv.Recv(ctx)
+	if err != nil || tn.Name != "intact" || !bytes.Equal(tn.Data, data) {
+		t.Fatalf("after the mismatch: %v, %v", tn, err)
+	}
 }

@@ -48,7 +48,11 @@ type incomingTensor struct {
 	off     units.Bytes
 	granted bool
 	at      time.Time
-	crc     uint32 // the sender's, from End
+	// The sender's CRC32C, from its Sum (haveSum), and whether the
+	// tensor is complete (both ends done) and waits for that Sum.
+	crc      uint32
+	haveSum  bool
+	complete bool
 	// sums[i] is the CRC32C of chunk i as it stood when its WRITE WITH
 	// IMM was polled (summed[i]); nil when the tensor is not checked.
 	sums   []uint32
@@ -262,6 +266,12 @@ func (rs *recvSide) onCtrl(typ bootstrap.Type, payload []byte) error {
 			return err
 		}
 		rs.do(func() { rs.end(m) })
+	case msgSum:
+		var m sumMsg
+		if err := m.unmarshal(payload); err != nil {
+			return err
+		}
+		rs.do(func() { rs.sum(m) })
 	default:
 		return fmt.Errorf("mptx: unexpected control message %d from the sender", typ)
 	}
@@ -338,31 +348,57 @@ func (rs *recvSide) end(m idMsg) {
 		rs.s.end(fmt.Errorf("mptx: End of tensor %d carries tag %d, its Offer %d", m.ID, m.Tag, in.offer.Tag))
 		return
 	}
-	in.crc = m.CRC32C
 	rs.rcv.SenderDone(rs.clock.Now(), int(in.offer.Tag), textErr(m.Err))
 }
 
+// sum is the sender's Sum: the tensor's CRC32C. A complete tensor that
+// waited for it is checked and delivered now.
+func (rs *recvSide) sum(m sumMsg) {
+	id := multipath.TransferID(m.ID)
+	in := rs.offers[id]
+	if in == nil {
+		return // it failed meanwhile
+	}
+	in.crc, in.haveSum = m.CRC32C, true
+	if in.complete {
+		delete(rs.offers, id)
+		rs.deliver(id, in)
+	}
+}
+
 // onDone is the Receiver's OnDone (loop goroutine): every chunk landed and
-// the sender fenced (or the transfer failed). Check the CRC off the loop,
-// then deliver and answer.
+// the sender fenced (or the transfer failed). A checked tensor whose Sum
+// has not come yet waits for it (its slot is free already; its range stays
+// set aside); otherwise it is checked and delivered.
 func (rs *recvSide) onDone(id multipath.TransferID, _ vtime.Time, err error) {
 	in := rs.offers[id]
 	if in == nil {
 		return
 	}
-	delete(rs.offers, id)
 	if rs.checking[int(in.offer.Tag)] == in {
 		delete(rs.checking, int(in.offer.Tag))
 	}
-	size := in.plan.Size
 	if err != nil {
-		rs.alloc.free(in.off, size)
+		delete(rs.offers, id)
+		rs.alloc.free(in.off, in.plan.Size)
 		rs.grant()
 		r := idMsg{ID: uint64(id), Err: err.Error()}
 		_ = rs.s.ctrl.send(msgReceipt, r.marshal())
 		rs.push(&TransferError{ID: id, Name: in.offer.Name, Err: err})
 		return
 	}
+	if in.sums != nil && !in.haveSum {
+		in.complete = true
+		return
+	}
+	delete(rs.offers, id)
+	rs.deliver(id, in)
+}
+
+// deliver checks a complete tensor's CRC32C (its chunks' sums, combined),
+// then hands it to Recv and answers the sender, off the loop.
+func (rs *recvSide) deliver(id multipath.TransferID, in *incomingTensor) {
+	size := in.plan.Size
 	data := rs.region[in.off : in.off+size : in.off+size]
 	t := &Tensor{ID: id, Name: in.offer.Name, Data: data, Offset: in.off, Took: time.Since(in.at), r: rs}
 	var crcErr error

@@ -130,15 +130,13 @@ type Transfer struct {
 	region uint32 // the caller's data registered as a send region (qp.SendRegions); 0 if staged
 	tag    int
 	plan   chunk.Plan
+	fenced bool // the engine reported it: nothing posted reads its bytes any more
 	// The checksum, computed while the chunks are on their way (see
-	// SendAsync) and sent with End. Loop goroutine only: summing says
+	// SendAsync) and sent in a Sum. Loop goroutine only: summing says
 	// the caller's goroutine is still computing it (the bytes stay
-	// pinned until it is done), fenced that the engine reported the
-	// transfer (End waits for the checksum).
+	// pinned until it is done).
 	checked bool
 	summing bool
-	crc     uint32
-	fenced  bool
 
 	acked    atomic.Int64
 	mu       sync.Mutex
@@ -348,39 +346,32 @@ func (s *Session) SendAsync(ctx context.Context, name string, data []byte) (*Tra
 	}
 	if t.checked {
 		// Checksum on the caller's goroutine while the transfer starts
-		// (Offer, Grant, the first chunks): the CRC32C goes with End, so
-		// the pass over the tensor overlaps its transfer instead of
-		// delaying it, and several senders checksum in parallel.
+		// (Offer, Grant, the first chunks): the CRC32C goes in a Sum of
+		// its own, so the pass over the tensor overlaps its transfer
+		// instead of delaying it, and several senders checksum in
+		// parallel.
 		crc := chunk.CRC32C(sum)
 		ss.do(func() { ss.summed(t, crc) })
 	}
 	return t, nil
 }
 
-// summed records t's checksum (loop goroutine) and, if the engine has
-// already reported t, tells the receiver. Once t has ended its bytes are
+// summed sends t's checksum to the receiver (loop goroutine), unless t
+// has ended meanwhile. If the engine has reported t, its bytes are
 // unpinned here: they were kept while the checksum read them.
 func (ss *sendSide) summed(t *Transfer, crc uint32) {
-	t.summing, t.crc = false, crc
+	t.summing = false
 	if ss.live[t.ID] != t {
 		ss.unpin(t) // ended (failed, or the session ended) meanwhile
 		return
 	}
 	if t.fenced {
 		ss.unpin(t)
-		ss.sendEnd(t, nil)
 	}
-}
-
-// sendEnd tells the receiver that the engine reported t, with err, and
-// t's checksum. It returns the error to report for t.
-func (ss *sendSide) sendEnd(t *Transfer, err error) error {
-	m := idMsg{ID: uint64(t.ID), Tag: uint16(t.tag), CRC32C: t.crc, Err: errText(err)}
-	if serr := ss.s.ctrl.send(msgEnd, m.marshal()); serr != nil && err == nil {
-		err = fmt.Errorf("mptx: telling the receiver: %w", serr)
-		ss.fail(t, err)
+	m := sumMsg{ID: uint64(t.ID), CRC32C: crc}
+	if err := ss.s.ctrl.send(msgSum, m.marshal()); err != nil {
+		ss.s.end(fmt.Errorf("mptx: sending Sum: %w", err))
 	}
-	return err
 }
 
 // unpin gives back what holds t's bytes for sending: its staging range, or
@@ -487,12 +478,14 @@ func (ss *sendSide) onDone(id multipath.TransferID, _ vtime.Time, err error) {
 		return
 	}
 	t.fenced = true
-	if err == nil && t.summing {
-		return // summed sends End
+	m := idMsg{ID: uint64(id), Tag: uint16(t.tag), Err: errText(err)}
+	if serr := ss.s.ctrl.send(msgEnd, m.marshal()); serr != nil && err == nil {
+		err = fmt.Errorf("mptx: telling the receiver: %w", serr)
 	}
-	// Fenced: nothing posted reads t's bytes any more.
+	// Fenced: nothing posted reads t's bytes any more (unpin waits for a
+	// checksum in progress).
 	ss.unpin(t)
-	if err = ss.sendEnd(t, err); err != nil {
+	if err != nil {
 		if errors.Is(err, multipath.ErrCanceled) && t.ctx.Err() != nil {
 			err = fmt.Errorf("mptx: tensor %q canceled: %w", t.Name, context.Cause(t.ctx))
 		}

@@ -25,8 +25,9 @@ func TestSessionZeroCopy(t *testing.T) {
 	snd, rcv := pair(t, mptx.Config{Paths: 3, SendBuffer: 4 * units.KiB}, mptx.Config{RegionSize: 64 * units.MiB})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	rctx, stop := context.WithCancelCause(ctx) // a failed Send ends the receiving too
+	defer stop(nil)
 	var wg sync.WaitGroup
-	errs := make(chan error, senders)
 	for g := range senders {
 		wg.Add(1)
 		go func() {
@@ -35,7 +36,7 @@ func TestSessionZeroCopy(t *testing.T) {
 			for r := range rounds {
 				copy(buf, tensor(g*rounds+r, size))
 				if err := snd.Send(ctx, fmt.Sprintf("t%d", g*rounds+r), buf); err != nil {
-					errs <- err
+					stop(fmt.Errorf("Send(t%d): %w", g*rounds+r, err))
 					return
 				}
 				clear(buf) // allowed: Send has returned
@@ -44,9 +45,9 @@ func TestSessionZeroCopy(t *testing.T) {
 	}
 	got := map[string]bool{}
 	for range senders * rounds {
-		tn, err := rcv.Recv(ctx)
+		tn, err := rcv.Recv(rctx)
 		if err != nil {
-			t.Fatalf("Recv: %v", err)
+			t.Fatalf("Recv: %v (%v)", err, context.Cause(rctx))
 		}
 		var id int
 		if _, err := fmt.Sscanf(tn.Name, "t%d", &id); err != nil {
@@ -59,10 +60,6 @@ func TestSessionZeroCopy(t *testing.T) {
 		tn.Release()
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
 	if len(got) != senders*rounds {
 		t.Errorf("received %d distinct tensors, want %d", len(got), senders*rounds)
 	}
