@@ -294,6 +294,14 @@ func (rs *recvSide) offer(m offerMsg) {
 	}
 	rs.offers[id] = &incomingTensor{offer: m, plan: plan}
 	rs.waiting = append(rs.waiting, id)
+	// The sender reuses a slot once its engine has seen every
+	// completion of the slot's previous transfer, and sends that
+	// transfer's End before this Offer. Every receive completion of it
+	// is therefore in the receive queue already (a path acknowledges a
+	// WRITE WITH IMM only once its completion is queued), but the loop
+	// may not have polled them yet: poll now, so that the previous
+	// transfer completes and frees the slot before Expect takes it.
+	rs.rcv.Step(rs.clock.Now())
 	rs.grant()
 }
 
