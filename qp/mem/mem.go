@@ -310,8 +310,8 @@ func (n *Network) run(ev *event) {
 	}
 }
 
-// Conn is the sender side of a Network; it implements qp.Conn and
-// qp.Resetter.
+// Conn is the sender side of a Network; it implements qp.Conn,
+// qp.Resetter and qp.SendRegions.
 type Conn struct{ n *Network }
 
 var (

@@ -102,11 +102,12 @@ const (
 )
 
 // Conn is the sender's side of a connection: Paths() TCP connections to one
-// Receiver. It implements qp.Conn, qp.Resetter and Notifier.
+// Receiver. It implements qp.Conn, qp.Resetter, qp.SendRegions and
+// Notifier.
 //
 // Its qp.Conn methods and Reset must be called from one goroutine at a time
-// (the driver's); Notify, PathBytes, RegionSize and ID are safe for
-// concurrent use. The zero value is not usable; get one from Dial.
+// (the driver's); AddSendRegion, RemoveSendRegion, Notify, PathBytes,
+// RegionSize and ID are safe for concurrent use. The zero value is not usable; get one from Dial.
 type Conn struct {
 	id         ConnID
 	region     []byte

@@ -12,7 +12,8 @@
 //   - Queue pair → one TCP connection. Its QPN is a process-local 24-bit
 //     number; PathInfo.SrcPort is the connection's local TCP port.
 //   - RDMA WRITE / WRITE WITH IMM → one data frame (header + payload). The
-//     payload is gathered straight from the caller's send region with
+//     payload is gathered straight from the caller's send region (or a
+//     buffer registered with Conn.AddSendRegion, qp.SendRegions) with
 //     writev(2) (net.Buffers): nothing is copied in user space on the send
 //     side. The receiver reads payloads of 16 KiB and more directly into the
 //     receive region.
