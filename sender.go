@@ -55,20 +55,24 @@ type SenderStats struct {
 
 // Sender drives the engine over one qp.Conn.
 type Sender struct {
-	conn   qp.Conn
-	eng    *multipath.Engine
-	cfg    SenderConfig
-	intr   qp.INTReader
-	rl     qp.RateLimiter
-	rs     qp.Resetter
-	acts   []multipath.Action
-	cqes   []qp.Completion
-	wrs    [][]qp.SendWR // per path batch
-	ids    [][]uint64
-	comp   multipath.Completion
-	hops   [8]qp.INTHop
-	nextCt vtime.Time
-	stats  SenderStats
+	conn qp.Conn
+	eng  *multipath.Engine
+	cfg  SenderConfig
+	intr qp.INTReader
+	rl   qp.RateLimiter
+	rs   qp.Resetter
+	sr   qp.SendRegions
+	// regions names the send region of each live transfer submitted with
+	// SubmitRegion and a region other than 0; posts take it from here.
+	regions map[multipath.TransferID]uint32
+	acts    []multipath.Action
+	cqes    []qp.Completion
+	wrs     [][]qp.SendWR // per path batch
+	ids     [][]uint64
+	comp    multipath.Completion
+	hops    [8]qp.INTHop
+	nextCt  vtime.Time
+	stats   SenderStats
 
 	// pathErr is the latest backend error of each path (post, reset,
 	// set-rate, counters); it is added to the error of a transfer that
@@ -132,6 +136,7 @@ func NewSender(conn qp.Conn, cfg SenderConfig) (*Sender, error) {
 	s := &Sender{conn: conn, eng: eng, cfg: cfg, rl: rl}
 	s.intr, _ = conn.(qp.INTReader)
 	s.rs, _ = conn.(qp.Resetter)
+	s.sr, _ = conn.(qp.SendRegions)
 	s.acts = make([]multipath.Action, cfg.Batch)
 	s.cqes = make([]qp.Completion, cfg.Batch)
 	s.wrs = make([][]qp.SendWR, len(infos))
@@ -170,6 +175,30 @@ func (s *Sender) Submit(now vtime.Time, spec multipath.TransferSpec) (int, chunk
 		return 0, chunk.Plan{}, s.err
 	}
 	return s.eng.Submit(now, spec)
+}
+
+// SubmitRegion is Submit for a transfer whose bytes are in send region
+// region of the connection (qp.SendRegions; 0 is the connection's own send
+// region, as with Submit): spec.Local is an offset into that region, and
+// every work request of the transfer names it. The region must stay
+// registered, and its range unchanged, until OnDone reports the transfer;
+// then no work request of the transfer is outstanding and the caller may
+// remove it (qp.SendRegions.RemoveSendRegion). It fails if region is not 0
+// and the connection does not implement qp.SendRegions; the region itself
+// is checked by the backend when the work requests are posted (one that is
+// not registered, or too small for the transfer, fails them).
+func (s *Sender) SubmitRegion(now vtime.Time, spec multipath.TransferSpec, region uint32) (int, chunk.Plan, error) {
+	if region != 0 && s.sr == nil {
+		return 0, chunk.Plan{}, fmt.Errorf("mptx: SubmitRegion: send region %#x, but the connection has no send regions besides its own (qp.SendRegions; valid: 0)", region)
+	}
+	tag, plan, err := s.Submit(now, spec)
+	if err == nil && region != 0 {
+		if s.regions == nil {
+			s.regions = make(map[multipath.TransferID]uint32)
+		}
+		s.regions[spec.ID] = region
+	}
+	return tag, plan, err
 }
 
 // Cancel ends transfer id at now with err; OnDone reports it (with an
@@ -295,6 +324,9 @@ func (s *Sender) execute(now vtime.Time, acts []multipath.Action) {
 				continue
 			}
 			wr := qp.SendWR{ID: a.WorkID, Op: qp.OpWrite, Local: a.Local, Remote: a.Remote, Len: a.Len}
+			if len(s.regions) > 0 && a.Kind == multipath.ActPost {
+				wr.Region = s.regions[a.Transfer]
+			}
 			if a.HasImm {
 				wr.Op, wr.Imm = qp.OpWriteImm, a.ImmData
 			}
@@ -329,10 +361,12 @@ func (s *Sender) execute(now vtime.Time, acts []multipath.Action) {
 		a := &acts[i]
 		switch a.Kind {
 		case multipath.ActDone:
+			delete(s.regions, a.Transfer)
 			if s.cfg.OnDone != nil {
 				s.cfg.OnDone(a.Transfer, now, nil)
 			}
 		case multipath.ActFailed:
+			delete(s.regions, a.Transfer)
 			if s.cfg.OnDone != nil {
 				s.cfg.OnDone(a.Transfer, now, s.withCauses(a.Err))
 			}
@@ -404,8 +438,11 @@ func (s *Sender) fatal(now vtime.Time, err error) {
 	for {
 		n := s.eng.Actions(now, s.acts)
 		for i := range s.acts[:n] {
-			if a := &s.acts[i]; (a.Kind == multipath.ActDone || a.Kind == multipath.ActFailed) && s.cfg.OnDone != nil {
-				s.cfg.OnDone(a.Transfer, now, a.Err)
+			if a := &s.acts[i]; a.Kind == multipath.ActDone || a.Kind == multipath.ActFailed {
+				delete(s.regions, a.Transfer)
+				if s.cfg.OnDone != nil {
+					s.cfg.OnDone(a.Transfer, now, a.Err)
+				}
 			}
 		}
 		if n < len(s.acts) {

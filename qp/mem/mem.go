@@ -17,6 +17,15 @@
 // StatusFlushed, as moving an RC queue pair to the error state and back
 // does. A failed path stays failed (the link is still down).
 //
+// Send regions: besides Config.SendRegion, buffers registered with
+// AddSendRegion (qp.SendRegions) can be sent from; a write reads its bytes
+// when it lands.
+//
+// Stall injection: Pause holds a path's writes where they are (they have
+// left the sender but do not land, as on a congested or paused link), and
+// Resume lets them land, at the resume time, in order. A Reset of a
+// paused path flushes the held writes: they never land.
+//
 // Failure injection: a path can fail at a given time (FailAt) or on demand
 // (Fail). From then on nothing lands: the oldest outstanding work request
 // completes with StatusRetryExceeded after RetryTimeout (as an RC QP's
@@ -36,6 +45,7 @@ import (
 
 	"github.com/mptx-dev/mptx/qp"
 	"github.com/mptx-dev/mptx/qp/internal/cqring"
+	"github.com/mptx-dev/mptx/qp/internal/sendreg"
 	"github.com/mptx-dev/mptx/units"
 	"github.com/mptx-dev/mptx/vtime"
 )
@@ -81,6 +91,7 @@ type event struct {
 	path int
 	wr   qp.SendWR
 	st   qp.Status
+	src  []byte // evLand: the payload, read when it lands; nil sends zeros
 }
 
 // Network is an in-memory fabric with one sender Conn and one Receiver.
@@ -98,6 +109,7 @@ type Network struct {
 	recvClosed bool
 	conn       Conn
 	recv       Receiver
+	regs       sendreg.Table // qp.SendRegions
 }
 
 type memPath struct {
@@ -110,6 +122,8 @@ type memPath struct {
 	carried   units.Bytes
 	counters  qp.Counters
 	bytes     units.Bytes // bytes landed
+	paused    bool
+	held      []event // writes due to land while paused, in order
 }
 
 // New builds a Network at time vtime.Epoch.
@@ -203,6 +217,22 @@ func (n *Network) AdvanceTo(t vtime.Time) {
 // Fail fails path i now (see the package doc).
 func (n *Network) Fail(i int) { n.fail(i) }
 
+// Pause stalls path i now: writes due to land are held until Resume (see
+// the package doc).
+func (n *Network) Pause(i int) { n.paths[i].paused = true }
+
+// Resume ends a Pause of path i: the held writes land now, in order.
+func (n *Network) Resume(i int) {
+	p := &n.paths[i]
+	p.paused = false
+	for _, ev := range p.held {
+		ev.at = n.now
+		n.push(ev)
+	}
+	clear(p.held)
+	p.held = p.held[:0]
+}
+
 // PathBytes returns the bytes that landed through path i.
 func (n *Network) PathBytes(i int) units.Bytes { return n.paths[i].bytes }
 
@@ -213,6 +243,11 @@ func (n *Network) fail(i int) {
 	}
 	p.failed = true
 	p.failAt = n.now
+	p.paused = false
+	for _, ev := range p.held { // held writes never land either
+		n.push(ev)
+	}
+	p.held = p.held[:0]
 	// Work requests that have not landed yet never will: re-time their
 	// completions. Walk the heap and rewrite this path's events.
 	first := true
@@ -247,6 +282,10 @@ func (n *Network) run(ev *event) {
 	p := &n.paths[ev.path]
 	switch ev.kind {
 	case evLand:
+		if p.paused {
+			p.held = append(p.held, *ev)
+			return
+		}
 		wr := &ev.wr
 		if end := wr.Remote + wr.Len; wr.Remote < 0 || end > units.Bytes(len(n.cfg.RecvRegion)) {
 			n.push(event{at: n.now.Add(p.cfg.Delay), kind: evComplete, path: ev.path, wr: *wr, st: qp.StatusRemoteAccess})
@@ -254,8 +293,8 @@ func (n *Network) run(ev *event) {
 		}
 		if wr.Len > 0 {
 			dst := n.cfg.RecvRegion[wr.Remote : wr.Remote+wr.Len]
-			if n.cfg.SendRegion != nil {
-				copy(dst, n.cfg.SendRegion[wr.Local:wr.Local+wr.Len])
+			if ev.src != nil {
+				copy(dst, ev.src)
 			} else {
 				clear(dst)
 			}
@@ -271,18 +310,32 @@ func (n *Network) run(ev *event) {
 	}
 }
 
-// Conn is the sender side of a Network; it implements qp.Conn and
-// qp.Resetter.
+// Conn is the sender side of a Network; it implements qp.Conn,
+// qp.Resetter and qp.SendRegions.
 type Conn struct{ n *Network }
 
 var (
-	_ qp.Conn     = (*Conn)(nil)
-	_ qp.Resetter = (*Conn)(nil)
+	_ qp.Conn        = (*Conn)(nil)
+	_ qp.Resetter    = (*Conn)(nil)
+	_ qp.SendRegions = (*Conn)(nil)
 )
 
+// AddSendRegion implements qp.SendRegions: work requests naming the id
+// returned (SendWR.Region) copy from buf when they land, so buf must stay
+// unchanged until they have completed.
+func (c *Conn) AddSendRegion(buf []byte) (uint32, error) {
+	if c.n.connClosed {
+		return 0, qp.ErrClosed
+	}
+	return c.n.regs.Add("mem", buf)
+}
+
+// RemoveSendRegion implements qp.SendRegions.
+func (c *Conn) RemoveSendRegion(id uint32) error { return c.n.regs.Remove("mem", id) }
+
 // Reset implements qp.Resetter: every work request outstanding on path
-// completes now with StatusFlushed, and those that had not landed never
-// will.
+// completes now with StatusFlushed, and those that had not landed (those
+// a Pause holds included) never will.
 func (c *Conn) Reset(path int) error {
 	n := c.n
 	if n.connClosed {
@@ -298,6 +351,11 @@ func (c *Conn) Reset(path int) error {
 	}
 	n.heapify()
 	p := &n.paths[path]
+	for _, ev := range p.held {
+		ev.kind, ev.st, ev.at = evComplete, qp.StatusFlushed, n.now
+		n.push(ev)
+	}
+	p.held = p.held[:0]
 	p.busyUntil = n.now
 	return nil
 }
@@ -320,8 +378,19 @@ func (c *Conn) PostSend(path int, wrs []qp.SendWR) (int, error) {
 		if wr.Op != qp.OpWrite && wr.Op != qp.OpWriteImm {
 			return k, fmt.Errorf("mem: PostSend: wrs[%d].Op = %v (valid: WRITE, WRITE_WITH_IMM)", k, wr.Op)
 		}
-		if wr.Len < 0 || (n.cfg.SendRegion != nil && (wr.Local < 0 || wr.Local+wr.Len > units.Bytes(len(n.cfg.SendRegion)))) {
-			return k, fmt.Errorf("mem: PostSend: wrs[%d] local range [%d, %d) outside the send region (%d B)", k, wr.Local, wr.Local+wr.Len, len(n.cfg.SendRegion))
+		region := n.cfg.SendRegion
+		if wr.Region != 0 {
+			var ok bool
+			if region, ok = n.regs.Lookup(wr.Region); !ok {
+				return k, fmt.Errorf("mem: PostSend: wrs[%d].Region = %#x is not registered (AddSendRegion)", k, wr.Region)
+			}
+		}
+		if wr.Len < 0 || (region != nil && (wr.Local < 0 || wr.Local+wr.Len > units.Bytes(len(region)))) {
+			return k, fmt.Errorf("mem: PostSend: wrs[%d] local range [%d, %d) outside the send region %#x (%d B)", k, wr.Local, wr.Local+wr.Len, wr.Region, len(region))
+		}
+		var src []byte
+		if region != nil && wr.Len > 0 {
+			src = region[wr.Local : wr.Local+wr.Len]
 		}
 		if p.out >= n.cfg.MaxSendWR {
 			return k, qp.ErrQueueFull
@@ -351,7 +420,7 @@ func (c *Conn) PostSend(path int, wrs []qp.SendWR) (int, error) {
 				p.counters.ECNMarked += d
 			}
 		}
-		n.push(event{at: done.Add(p.cfg.Delay), kind: evLand, path: path, wr: *wr})
+		n.push(event{at: done.Add(p.cfg.Delay), kind: evLand, path: path, wr: *wr, src: src})
 	}
 	return len(wrs), nil
 }
