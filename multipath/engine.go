@@ -139,6 +139,18 @@ type Engine struct {
 	stale    uint64
 	draining int // transfers ended but waiting for outstanding work requests
 	held     int // transfers submitted with Hold, not yet started
+
+	// Path sets and the deadline cache (sets.go).
+	all      pathSet // every path
+	up       pathSet // paths in PathUp
+	busy     pathSet // paths with an active chunk
+	recheck  pathSet // paths Actions must visit
+	paced    pathSet // paths held back by pacing (blockedUntil set)
+	dirty    pathSet // paths whose cached deadline is stale
+	fenceSet pathSet // paths owing an ActReset
+	hwSet    pathSet // paths owing an ActSetRate (hardware pacing)
+	dls      []vtime.Time
+	deadline vtime.Time // minimum of dls, valid while dirty is empty
 }
 
 // New validates cfg and builds an engine.
@@ -179,6 +191,9 @@ func New(cfg Config) (*Engine, error) {
 	e.cfg.Paths = append([]PathConfig(nil), cfg.Paths...)
 	e.paths = make([]path, len(cfg.Paths))
 	e.ports = make([]*pacing.Port, MaxPaths)
+	e.all = allPaths(len(cfg.Paths))
+	e.up, e.recheck, e.dirty = e.all, e.all, e.all
+	e.dls = make([]vtime.Time, len(cfg.Paths))
 	for i := range e.paths {
 		if err := e.initPath(i); err != nil {
 			return nil, err
@@ -228,6 +243,7 @@ func (e *Engine) initPath(i int) error {
 	}
 	p := &e.paths[i]
 	p.cfg = *pc
+	p.idx = i
 	p.alg = alg
 	p.rateEst = pc.LineRate
 	p.fifo = make([]uint64, e.cfg.MaxWRPerPath+1)
@@ -243,7 +259,7 @@ func (e *Engine) initPath(i int) error {
 			seg = chunk.MaxSize
 		}
 		p.hwRate = min(alg.Rate(), pc.LineRate)
-		p.hwDirty = true
+		e.hwSet |= bitOf(i)
 	} else if !e.cfg.Pacing.Disabled {
 		pc, err := pacing.New(pcfg)
 		if err != nil {

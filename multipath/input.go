@@ -24,6 +24,7 @@ func (e *Engine) OnCompletion(now vtime.Time, c *Completion) {
 	}
 	w := e.work[idx] // copy: the slot is freed below
 	e.freeWorkSlot(idx)
+	e.touch(int(w.path))
 	p := &e.paths[w.path]
 	p.wrOut--
 	if w.kind == workProbe {
@@ -107,13 +108,14 @@ func (e *Engine) syncRate(now vtime.Time, p *path) {
 	e.refreshRate(p)
 	if p.pacer == nil {
 		if e.cfg.Pacing.Hardware {
-			if r := min(p.alg.Rate(), p.cfg.LineRate); r != p.hwRate {
-				p.hwRate, p.hwDirty = r, true
+			if r := min(p.ccRate, p.cfg.LineRate); r != p.hwRate {
+				p.hwRate = r
+				e.hwSet |= bitOf(p.idx)
 			}
 		}
 		return
 	}
-	r := min(p.alg.Rate(), p.cfg.LineRate)
+	r := min(p.ccRate, p.cfg.LineRate)
 	if r != p.pacedRate {
 		p.pacer.SetRate(now, r)
 		p.pacedRate = r
@@ -206,7 +208,7 @@ func (e *Engine) OnPathUp(now vtime.Time, i int) {
 	if p.state != PathDown {
 		return
 	}
-	p.state = PathQuarantined
+	e.setState(i, PathQuarantined)
 	p.until = now
 	p.probeFail = 0
 }
@@ -225,6 +227,7 @@ func (e *Engine) OnReset(now vtime.Time, i int, ok bool) {
 		return
 	}
 	e.repick = true
+	e.touch(i)
 	p := &e.paths[i]
 	fenced := p.fencing
 	p.fencing = false
@@ -259,8 +262,19 @@ func (e *Engine) OnReset(now vtime.Time, i int, ok bool) {
 // (Actions sends the probes). Early or repeated calls are harmless.
 func (e *Engine) OnTimer(now vtime.Time) {
 	e.repick = true
-	for i := range e.paths {
+	// Only paths whose deadline is due can have a CC timer or a stall
+	// due: a path's deadline is the earliest of both (pathDeadline).
+	e.refreshDeadlines()
+	var due pathSet
+	for i, d := range e.dls {
+		if d != 0 && d <= now {
+			due |= bitOf(i)
+		}
+	}
+	for ; due != 0; due &= due - 1 {
+		i := due.first()
 		p := &e.paths[i]
+		e.dirty |= bitOf(i)
 		if d := p.alg.Deadline(); d != 0 && d <= now {
 			p.alg.OnTimer(now)
 			e.syncRate(now, p)
@@ -286,27 +300,9 @@ func (e *Engine) timeout(p *path) time.Duration {
 }
 
 // Deadline returns the earliest instant the engine needs OnTimer or
-// Actions to run again, 0 if none.
+// Actions to run again, 0 if none. It recomputes only the deadlines of
+// paths whose state changed since the last call (sets.go).
 func (e *Engine) Deadline() vtime.Time {
-	var d vtime.Time
-	for i := range e.paths {
-		p := &e.paths[i]
-		d = vtime.Earliest(d, p.alg.Deadline())
-		switch p.state {
-		case PathQuarantined, PathDead:
-			if p.probeID == 0 {
-				d = vtime.Earliest(d, p.until)
-			}
-		case PathUp:
-			if p.hasActive && p.blockedUntil != 0 {
-				d = vtime.Earliest(d, p.blockedUntil)
-			}
-			if id, ok := e.oldest(p); ok {
-				d = vtime.Earliest(d, e.work[int(uint32(id))-1].postAt.Add(e.timeout(p)))
-			} else if e.cfg.ProbeInterval > 0 && p.probeID == 0 {
-				d = vtime.Earliest(d, p.lastProbe.Add(e.cfg.ProbeInterval))
-			}
-		}
-	}
-	return d
+	e.refreshDeadlines()
+	return e.deadline
 }

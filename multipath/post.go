@@ -24,33 +24,49 @@ func (e *Engine) Actions(now vtime.Time, dst []Action) int {
 		dst[n] = Action{Kind: nt.kind, Transfer: nt.id, Err: nt.err}
 		n++
 	}
-	n = e.fences(dst, n)
+	if e.fenceSet != 0 {
+		n = e.fences(dst, n)
+	}
 	n = e.probes(now, dst, n)
-	if e.cfg.Pacing.Hardware {
-		for i := range e.paths {
-			p := &e.paths[i]
-			if p.hwDirty && n < len(dst) {
-				p.hwDirty = false
-				dst[n] = Action{Kind: ActSetRate, Path: i, Rate: p.hwRate}
-				n++
-			}
+	for ; e.hwSet != 0 && n < len(dst); n++ {
+		i := e.hwSet.first()
+		e.hwSet &^= bitOf(i)
+		dst[n] = Action{Kind: ActSetRate, Path: i, Rate: e.paths[i].hwRate}
+	}
+	// Pacing blocks that have passed: visit those paths again.
+	for m := e.paced; m != 0; m &= m - 1 {
+		if i := m.first(); e.paths[i].blockedUntil <= now {
+			e.paced &^= bitOf(i)
+			e.recheck |= bitOf(i)
 		}
 	}
+	np := len(e.paths)
 	for n < len(dst) {
 		progress := false
-		np := len(e.paths)
+		// Visit the paths in round-robin order from rrPath, skipping
+		// those whose recheck bit is clear: they could not post at their
+		// last visit and nothing that could change that has happened.
 		for k := 0; k < np && n < len(dst); k++ {
+			r := rotated(e.recheck, e.rrPath, np, e.all) >> uint(k)
+			if r == 0 {
+				break
+			}
+			k += pathSet(r).first()
 			i := e.rrPath + k
 			if i >= np {
 				i -= np
 			}
+			e.recheck &^= bitOf(i)
 			p := &e.paths[i]
 			if p.state != PathUp || !p.hasActive || p.blockedUntil > now {
 				continue
 			}
 			// A pacing block that has passed is over even if the window
 			// now holds the path: Deadline must not keep returning it.
-			p.blockedUntil = 0
+			if p.blockedUntil != 0 {
+				p.blockedUntil = 0
+				e.dirty |= bitOf(i)
+			}
 			if (p.inflight == 0 || p.inflight < p.win+2*p.seg) && p.wrOut < e.cfg.MaxWRPerPath {
 				var moved bool
 				n, moved = e.post(now, i, dst, n)
@@ -88,9 +104,9 @@ func (e *Engine) Actions(now vtime.Time, dst []Action) int {
 func (e *Engine) window(p *path) units.Bytes { return p.win }
 
 func (e *Engine) computeWindow(p *path) units.Bytes {
-	w := min(p.alg.Window(), p.maxInFlight)
+	w := min(p.ccWin, p.maxInFlight)
 	if p.pacer != nil {
-		if r := p.alg.Rate(); r < p.cfg.LineRate {
+		if r := p.ccRate; r < p.cfg.LineRate {
 			w = min(w, max(r.BytesIn(p.cfg.BaseRTT), p.cfg.MTU))
 		}
 	}
@@ -106,7 +122,7 @@ func (e *Engine) computeWindow(p *path) units.Bytes {
 func (e *Engine) segFor(p *path) units.Bytes { return p.seg }
 
 func (e *Engine) computeSegFor(p *path) units.Bytes {
-	if e.cfg.Pacing.Hardware && p.alg.Window() == units.MaxBytes {
+	if e.cfg.Pacing.Hardware && p.ccWin == units.MaxBytes {
 		return e.segment // the NIC paces a rate-based path: whole chunks
 	}
 	w := p.win
@@ -118,28 +134,25 @@ func (e *Engine) computeSegFor(p *path) units.Bytes {
 }
 
 // post posts as many segments of path i's active chunk as window, queue
-// depth and pacing allow.
+// depth and pacing allow. Actions calls it for a path that is up, has an
+// active chunk and is not held back by pacing.
 func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 	p := &e.paths[i]
-	if p.blockedUntil > now {
-		return n, false
-	}
-	p.blockedUntil = 0
 	t := &e.transfers[p.activeSlot]
 	ch := &t.chunks[p.activeChunk]
 	clen := chunkLen(&t.plan, int(p.activeChunk))
 	moved := false
-	win := e.window(p)
-	// Read the pacers once per call and settle once at the end: a burst
-	// of several segments costs two bucket reads and two updates, not
-	// four per segment.
+	win := p.win
 	// Cheap checks first: a path whose window or send queue is full needs
 	// no pacer reads.
-	segMax := e.segFor(p)
+	segMax := p.seg
 	if first := min(segMax, clen-ch.posted); (p.inflight > 0 && p.inflight+first > win+2*segMax) ||
 		p.wrOut >= e.cfg.MaxWRPerPath || e.freeWork < 0 || ch.posted >= clen {
 		return n, false
 	}
+	// Read the pacers once per call and settle once at the end: a burst
+	// of several segments costs two bucket reads and two updates, not
+	// four per segment.
 	avail, pb, qb := units.MaxBytes, units.MaxBytes, units.MaxBytes
 	if p.pacer != nil {
 		pb = p.pacer.Budget(now)
@@ -150,6 +163,7 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 	}
 	var sent units.Bytes
 	paced := false
+	chOff := chunkOff(&t.plan, int(p.activeChunk))
 	for n < len(dst) && ch.posted < clen {
 		seg := min(segMax, clen-ch.posted)
 		// A completion comes only after a whole work request crossed, so
@@ -169,10 +183,11 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 		}
 		avail -= seg
 		sent += seg
-		off := chunkOff(&t.plan, int(p.activeChunk)) + ch.posted
+		off := chOff + ch.posted
 		last := ch.posted+seg == clen
 		id, _ := e.allocWork(workSegment, i, p.activeSlot, p.activeChunk, ch.attempt, seg, now)
-		a := Action{
+		a := &dst[n]
+		*a = Action{
 			Kind: ActPost, Path: i, WorkID: id, Transfer: t.id, Chunk: p.activeChunk,
 			Offset: off, Local: t.local + off, Remote: t.remote + off, Len: seg, Attempt: ch.attempt,
 		}
@@ -180,7 +195,6 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 			a.HasImm = true
 			a.ImmData, _ = chunk.EncodeImm(t.tag, p.activeChunk)
 		}
-		dst[n] = a
 		n++
 		ch.posted += seg
 		p.inflight += seg
@@ -188,11 +202,14 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 		moved = true
 		if last {
 			ch.status = chunkPosted
-			p.hasActive = false
+			e.setActive(i, false)
 			if ch.acked >= clen { // completions raced ahead (cannot happen on RC, but be exact)
 				e.chunkDone(now, p.activeSlot, p.activeChunk, i, 0)
 			}
 		}
+	}
+	if n == len(dst) && p.hasActive {
+		e.recheck |= bitOf(i) // stopped by the full buffer: go on next call
 	}
 	if moved {
 		e.refreshRate(p) // OnSend may move a window (HPCC's update mark)
@@ -215,6 +232,8 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 				wait = max(wait, p.port.Refill(d))
 			}
 			p.blockedUntil = now.Add(max(wait, time.Nanosecond))
+			e.paced |= bitOf(i)
+			e.dirty |= bitOf(i)
 		}
 	}
 	return n, moved
@@ -224,19 +243,29 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 // by refreshRate.
 func (e *Engine) effRate(p *path) float64 { return p.eff }
 
-// refreshRate recomputes p's cached effective rate, window and segment
-// size after anything they depend on changed: every call into p's CC
-// algorithm is followed by one.
+// refreshRate recomputes p's cached CC rate and window, effective rate,
+// window and segment size after anything they depend on changed: every
+// call into p's CC algorithm is followed by one, so between them the
+// engine reads the cached values instead of calling Rate and Window
+// (cc.Algorithm's queries are side-effect free). A changed window or
+// segment size sends Actions back to the path; the CC's deadline may have
+// moved, so the path's deadline is recomputed.
 func (e *Engine) refreshRate(p *path) {
+	p.ccRate, p.ccWin = p.alg.Rate(), p.alg.Window()
 	p.eff = e.computeEffRate(p)
+	oldWin, oldSeg := p.win, p.seg
 	p.win = e.computeWindow(p)
 	p.seg = e.computeSegFor(p)
+	if p.win != oldWin || p.seg != oldSeg {
+		e.recheck |= bitOf(p.idx)
+	}
+	e.dirty |= bitOf(p.idx)
 }
 
 func (e *Engine) computeEffRate(p *path) float64 {
-	r := min(p.rateEst, p.alg.Rate(), p.cfg.LineRate)
+	r := min(p.rateEst, p.ccRate, p.cfg.LineRate)
 	if s := p.srtt; s > 0 {
-		if w := p.alg.Window(); w < units.MaxBytes {
+		if w := p.ccWin; w < units.MaxBytes {
 			r = min(r, units.RateOf(w, s))
 		}
 	}
