@@ -304,6 +304,7 @@ func (e *Engine) initPath(i int) error {
 		p.maxInFlight = max(2*pc.LineRate.BytesIn(pc.BaseRTT), pc.MTU)
 	}
 	e.refreshRate(p)
+	e.refreshWindow(p) // even if the CC reports a zero rate and window
 	return nil
 }
 

@@ -212,7 +212,7 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 		e.recheck |= bitOf(i) // stopped by the full buffer: go on next call
 	}
 	if moved {
-		e.refreshRate(p) // OnSend may move a window (HPCC's update mark)
+		e.refreshCC(p) // OnSend may move a window (HPCC's update mark)
 	}
 	if p.pacer != nil {
 		if sent > 0 {
@@ -243,23 +243,48 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 // by refreshRate.
 func (e *Engine) effRate(p *path) float64 { return p.eff }
 
-// refreshRate recomputes p's cached CC rate and window, effective rate,
-// window and segment size after anything they depend on changed: every
-// call into p's CC algorithm is followed by one, so between them the
-// engine reads the cached values instead of calling Rate and Window
-// (cc.Algorithm's queries are side-effect free). A changed window or
+// refreshRate recomputes p's cached CC rate and window and its effective
+// rate after anything they depend on changed (sample and OnProbeReply
+// change the RTT and delivery-rate estimates; every call into p's CC
+// algorithm is followed by refreshRate or refreshCC), and its effective
+// window and segment size when the CC's rate or window moved. Between
+// refreshes the engine reads the cached values instead of calling Rate and
+// Window (cc.Algorithm's queries are side-effect free). A changed window or
 // segment size sends Actions back to the path; the CC's deadline may have
 // moved, so the path's deadline is recomputed.
 func (e *Engine) refreshRate(p *path) {
-	p.ccRate, p.ccWin = p.alg.Rate(), p.alg.Window()
+	r, w := p.alg.Rate(), p.alg.Window()
+	e.dirty |= bitOf(p.idx)
+	changed := r != p.ccRate || w != p.ccWin
+	p.ccRate, p.ccWin = r, w
 	p.eff = e.computeEffRate(p)
+	if changed {
+		e.refreshWindow(p)
+	}
+}
+
+// refreshCC is refreshRate after a CC call that changed nothing else
+// (OnSend): the effective rate is recomputed only if the CC's rate or
+// window moved.
+func (e *Engine) refreshCC(p *path) {
+	r, w := p.alg.Rate(), p.alg.Window()
+	e.dirty |= bitOf(p.idx)
+	if r != p.ccRate || w != p.ccWin {
+		p.ccRate, p.ccWin = r, w
+		p.eff = e.computeEffRate(p)
+		e.refreshWindow(p)
+	}
+}
+
+// refreshWindow recomputes p's effective window and segment size from the
+// cached CC rate and window.
+func (e *Engine) refreshWindow(p *path) {
 	oldWin, oldSeg := p.win, p.seg
 	p.win = e.computeWindow(p)
 	p.seg = e.computeSegFor(p)
 	if p.win != oldWin || p.seg != oldSeg {
 		e.recheck |= bitOf(p.idx)
 	}
-	e.dirty |= bitOf(p.idx)
 }
 
 func (e *Engine) computeEffRate(p *path) float64 {

@@ -42,7 +42,7 @@ import (
 type pathSet uint64
 
 // bitOf returns the set holding path i alone.
-func bitOf(i int) pathSet { return 1 << uint(i) }
+func bitOf(i int) pathSet { return 1 << (uint(i) & 63) }
 
 // first returns the lowest path index in s (s != 0).
 func (s pathSet) first() int { return bits.TrailingZeros64(uint64(s)) }
