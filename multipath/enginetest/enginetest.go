@@ -200,6 +200,10 @@ func (n *Net) pop(path int) pending {
 	return p
 }
 
+// SetActionBuffer makes Act ask for at most k actions per Actions call
+// (default 256), as a driver with a small batch would.
+func (n *Net) SetActionBuffer(k int) { n.acts = make([]multipath.Action, max(k, 1)) }
+
 // Submit starts a transfer at Now and fails the test on error.
 func (n *Net) Submit(id multipath.TransferID, size, chunkSize units.Bytes) chunk.Plan {
 	n.T.Helper()
