@@ -37,17 +37,19 @@ type candidates struct {
 	n    int
 }
 
-// freePaths fills c with the paths that can take a chunk now: of the
-// paths that are up and have no active chunk, those with send-queue and
-// window room.
+// freePaths fills c with the paths that can take a chunk now, retesting
+// only the paths that changed since the last call.
 func (e *Engine) freePaths(c *candidates) {
-	for m := e.up &^ e.busy; m != 0; m &= m - 1 {
+	for m := e.freeDirty; m != 0; m &= m - 1 {
 		i := m.first()
 		if e.free(&e.paths[i]) {
-			c.free |= bitOf(i)
-			c.n++
+			e.freeSet |= bitOf(i)
+		} else {
+			e.freeSet &^= bitOf(i)
 		}
 	}
+	e.freeDirty = 0
+	c.free, c.n = e.freeSet, e.freeSet.count()
 }
 
 // pick chooses the path for the next pending chunk under the configured

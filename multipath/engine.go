@@ -141,16 +141,18 @@ type Engine struct {
 	held     int // transfers submitted with Hold, not yet started
 
 	// Path sets and the deadline cache (sets.go).
-	all      pathSet // every path
-	up       pathSet // paths in PathUp
-	busy     pathSet // paths with an active chunk
-	recheck  pathSet // paths Actions must visit
-	paced    pathSet // paths held back by pacing (blockedUntil set)
-	dirty    pathSet // paths whose cached deadline is stale
-	fenceSet pathSet // paths owing an ActReset
-	hwSet    pathSet // paths owing an ActSetRate (hardware pacing)
-	dls      []vtime.Time
-	deadline vtime.Time // minimum of dls, valid while dirty is empty
+	all       pathSet // every path
+	up        pathSet // paths in PathUp
+	busy      pathSet // paths with an active chunk
+	recheck   pathSet // paths Actions must visit
+	paced     pathSet // paths held back by pacing (blockedUntil set)
+	dirty     pathSet // paths whose cached deadline is stale
+	freeSet   pathSet // paths free to take a chunk, but for those in freeDirty
+	freeDirty pathSet
+	fenceSet  pathSet // paths owing an ActReset
+	hwSet     pathSet // paths owing an ActSetRate (hardware pacing)
+	dls       []vtime.Time
+	deadline  vtime.Time // minimum of dls, valid while dirty is empty
 }
 
 // New validates cfg and builds an engine.
@@ -192,7 +194,7 @@ func New(cfg Config) (*Engine, error) {
 	e.paths = make([]path, len(cfg.Paths))
 	e.ports = make([]*pacing.Port, MaxPaths)
 	e.all = allPaths(len(cfg.Paths))
-	e.up, e.recheck, e.dirty = e.all, e.all, e.all
+	e.up, e.recheck, e.dirty, e.freeDirty = e.all, e.all, e.all, e.all
 	e.dls = make([]vtime.Time, len(cfg.Paths))
 	for i := range e.paths {
 		if err := e.initPath(i); err != nil {

@@ -26,6 +26,9 @@ func (e *Engine) CheckCaches(now vtime.Time) error {
 		if got, want := e.fenceSet&b != 0, p.fence; got != want {
 			return fmt.Errorf("path %d: in fence set = %v, fence %v", i, got, want)
 		}
+		if e.freeDirty&b == 0 && (e.freeSet&b != 0) != e.free(p) {
+			return fmt.Errorf("path %d: in free set = %v, free %v", i, e.freeSet&b != 0, e.free(p))
+		}
 		if r, w := p.alg.Rate(), p.alg.Window(); r != p.ccRate || w != p.ccWin {
 			return fmt.Errorf("path %d: cached CC rate %v window %v, CC says %v and %v", i, p.ccRate, p.ccWin, r, w)
 		}

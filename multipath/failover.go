@@ -19,7 +19,7 @@ func (e *Engine) fences(dst []Action, n int) int {
 		e.fenceSet &^= bitOf(i)
 		p := &e.paths[i]
 		p.fence, p.fencing = false, true
-		e.dirty |= bitOf(i)
+		e.mark(bitOf(i))
 		dst[n] = Action{Kind: ActReset, Path: i}
 	}
 	return n

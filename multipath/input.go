@@ -65,7 +65,10 @@ func (e *Engine) sample(now vtime.Time, p *path, n units.Bytes, postAt vtime.Tim
 	}
 	// TIMELY §4.1: the completion time of a segment includes its own
 	// serialisation; subtract it at line rate to get the network RTT.
-	rtt := raw - p.cfg.LineRate.TxTime(n)
+	if n != p.txLen {
+		p.txLen, p.txTime = n, p.cfg.LineRate.TxTime(n)
+	}
+	rtt := raw - p.txTime
 	if rtt < time.Nanosecond {
 		rtt = time.Nanosecond
 	}
@@ -274,7 +277,7 @@ func (e *Engine) OnTimer(now vtime.Time) {
 	for ; due != 0; due &= due - 1 {
 		i := due.first()
 		p := &e.paths[i]
-		e.dirty |= bitOf(i)
+		e.mark(bitOf(i))
 		if d := p.alg.Deadline(); d != 0 && d <= now {
 			p.alg.OnTimer(now)
 			e.syncRate(now, p)

@@ -27,7 +27,9 @@ func (e *Engine) Actions(now vtime.Time, dst []Action) int {
 	if e.fenceSet != 0 {
 		n = e.fences(dst, n)
 	}
-	n = e.probes(now, dst, n)
+	if e.cfg.ProbeInterval > 0 || e.up != e.all {
+		n = e.probes(now, dst, n)
+	}
 	for ; e.hwSet != 0 && n < len(dst); n++ {
 		i := e.hwSet.first()
 		e.hwSet &^= bitOf(i)
@@ -65,7 +67,7 @@ func (e *Engine) Actions(now vtime.Time, dst []Action) int {
 			// now holds the path: Deadline must not keep returning it.
 			if p.blockedUntil != 0 {
 				p.blockedUntil = 0
-				e.dirty |= bitOf(i)
+				e.mark(bitOf(i))
 			}
 			if (p.inflight == 0 || p.inflight < p.win+2*p.seg) && p.wrOut < e.cfg.MaxWRPerPath {
 				var moved bool
@@ -233,7 +235,7 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 			}
 			p.blockedUntil = now.Add(max(wait, time.Nanosecond))
 			e.paced |= bitOf(i)
-			e.dirty |= bitOf(i)
+			e.mark(bitOf(i))
 		}
 	}
 	return n, moved
@@ -254,7 +256,7 @@ func (e *Engine) effRate(p *path) float64 { return p.eff }
 // moved, so the path's deadline is recomputed.
 func (e *Engine) refreshRate(p *path) {
 	r, w := p.alg.Rate(), p.alg.Window()
-	e.dirty |= bitOf(p.idx)
+	e.mark(bitOf(p.idx))
 	changed := r != p.ccRate || w != p.ccWin
 	p.ccRate, p.ccWin = r, w
 	p.eff = e.computeEffRate(p)
@@ -268,7 +270,7 @@ func (e *Engine) refreshRate(p *path) {
 // window moved.
 func (e *Engine) refreshCC(p *path) {
 	r, w := p.alg.Rate(), p.alg.Window()
-	e.dirty |= bitOf(p.idx)
+	e.mark(bitOf(p.idx))
 	if r != p.ccRate || w != p.ccWin {
 		p.ccRate, p.ccWin = r, w
 		p.eff = e.computeEffRate(p)

@@ -18,6 +18,8 @@
 //     A path held back by pacing is in paced until its blockedUntil passes.
 //     Skipping a path whose bit is clear is exact: visiting it would find it
 //     unable to post, as it was at its last visit.
+//   - freeSet: the paths free to take a chunk (Engine.free), recomputed for
+//     the paths in freeDirty, which is marked with dirty (mark).
 //   - dirty: the paths whose cached deadline (dls) must be recomputed,
 //     marked wherever an input of pathDeadline changes (CC calls through
 //     refreshRate, work requests posted or completed, state, probes, pacing
@@ -70,11 +72,19 @@ func rotated(s pathSet, start, n int, all pathSet) uint64 {
 	return (x>>uint(start) | x<<uint(n-start)) & uint64(all)
 }
 
-// touch marks path i for a visit by Actions and a new deadline.
+// mark records that the paths in b changed: their deadlines and whether
+// they are free to take a chunk must be recomputed.
+func (e *Engine) mark(b pathSet) {
+	e.dirty |= b
+	e.freeDirty |= b
+}
+
+// touch marks path i for a visit by Actions, a new deadline and a new
+// free test.
 func (e *Engine) touch(i int) {
 	b := bitOf(i)
 	e.recheck |= b
-	e.dirty |= b
+	e.mark(b)
 }
 
 // setState moves path i to state s.
@@ -87,7 +97,7 @@ func (e *Engine) setState(i int, s PathState) {
 	} else {
 		e.up &^= b
 	}
-	e.dirty |= b
+	e.mark(b)
 }
 
 // setActive records whether path i has an active chunk.
@@ -100,7 +110,7 @@ func (e *Engine) setActive(i int, active bool) {
 	} else {
 		e.busy &^= b
 	}
-	e.dirty |= b
+	e.mark(b)
 }
 
 // pathDeadline computes path i's deadline: its CC's timer, its quarantine

@@ -157,6 +157,8 @@ type path struct {
 	fifoLen  int
 
 	maxInFlight units.Bytes
+	txLen       units.Bytes   // the last completed work request's size ...
+	txTime      time.Duration // ... and its serialisation time at line rate
 	srtt        time.Duration // smoothed network RTT
 	minRTT      time.Duration
 	rawSRTT     time.Duration // smoothed post→completion time (timeouts)
@@ -210,7 +212,7 @@ func (e *Engine) allocWork(kind workKind, pathIdx int, slot uint16, ch uint32, a
 	id := uint64(w.gen)<<32 | uint64(idx+1)
 	p := &e.paths[pathIdx]
 	p.wrOut++
-	e.dirty |= bitOf(pathIdx)
+	e.mark(bitOf(pathIdx))
 	if p.fifoLen == len(p.fifo) { // cannot happen: wrOut bounds it; drop the oldest
 		e.oldest(p)
 	}
