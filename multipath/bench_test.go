@@ -43,17 +43,26 @@ func TestNoAllocsPerChunk(t *testing.T) {
 
 // BenchmarkEngineChunk measures the engine's cost per 4 MiB chunk at 8
 // paths of 400 Gb/s: every post, completion, CC update, pacing decision and
-// timer of the chunk. ns/chunk is the figure to compare with the 500 ns
-// target, seg/chunk the work requests per chunk; allocs/op must be 0.
+// timer of the chunk, plus enginetest's own bookkeeping (Net.Round). One op
+// is one round (one completion or timer, then the actions it allows):
+// ns/chunk is the figure to compare with issue 15's targets (5 µs software
+// paced, 200 ns with hardware pacing), rounds/chunk about the work requests
+// per chunk; allocs/op must be 0.
 func BenchmarkEngineChunk(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		cfg  multipath.Config
 	}{
-		{"dcqcn/sw-pacing/seg=128KiB", multipath.Config{CC: "dcqcn"}},
+		// seg=default is the default configuration: 128 KiB segments up
+		// to 100 Gb/s, at 400 Gb/s the pacer's 512 KiB (its 10.49 µs
+		// quantum), halved to fit the two-BDP window. seg=128KiB pins the
+		// 128 KiB segment of the earlier default.
+		{"dcqcn/sw-pacing/seg=default", multipath.Config{CC: "dcqcn"}},
+		{"dcqcn/sw-pacing/seg=128KiB", multipath.Config{CC: "dcqcn", Segment: 128 * units.KiB}},
 		{"dcqcn/sw-pacing/seg=1MiB", multipath.Config{CC: "dcqcn", Segment: units.MiB, Pacing: multipath.PacingConfig{Burst: 2 * units.MiB, PFCXoff: 8 * units.MiB}}},
 		{"dcqcn/hw-pacing/seg=chunk", multipath.Config{CC: "dcqcn", Pacing: multipath.PacingConfig{Hardware: true}}},
-		{"swift/sw-pacing/seg=128KiB", multipath.Config{CC: "swift"}},
+		{"swift/sw-pacing/seg=default", multipath.Config{CC: "swift"}},
+		{"swift/sw-pacing/seg=128KiB", multipath.Config{CC: "swift", Segment: 128 * units.KiB}},
 		{"hpcc/hw-pacing/seg=chunk", multipath.Config{CC: "hpcc", Pacing: multipath.PacingConfig{Hardware: true}}},
 		{"fixed/no-pacing/seg=chunk", multipath.Config{CC: "fixed", Segment: 4 * units.MiB, Pacing: multipath.PacingConfig{Disabled: true}}},
 	} {

@@ -254,6 +254,9 @@ func (e *Engine) initPath(i int) error {
 		Burst:   e.cfg.Pacing.Burst,
 		PFCXoff: e.cfg.Pacing.PFCXoff,
 		Segment: e.cfg.Segment,
+		// The default segment scales with the line rate above 100 Gb/s
+		// (pacing.SegmentRate): 512 KiB at 400 Gb/s.
+		LineRate: pc.LineRate,
 	}
 	seg := e.cfg.Segment
 	if e.cfg.Pacing.Hardware {
@@ -297,6 +300,7 @@ func (e *Engine) initPath(i int) error {
 	if seg == 0 {
 		seg = pacing.DefaultSegment
 	}
+	p.segBase = seg
 	if e.segment == 0 || seg < e.segment {
 		e.segment = seg
 	}
@@ -310,7 +314,11 @@ func (e *Engine) initPath(i int) error {
 	return nil
 }
 
-// Segment returns the segment size chunks are posted in.
+// Segment returns the largest segment chunks are posted in on the slowest
+// path: Config.Segment or, by default, the pacer's segment for the path's
+// line rate (pacing.Config.LineRate; 128 KiB up to 100 Gb/s) or, with
+// hardware pacing, a whole chunk. Paths shrink it to half their window
+// when the window is smaller than two segments.
 func (e *Engine) Segment() units.Bytes { return e.segment }
 
 // NumPaths returns the number of paths.

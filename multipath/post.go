@@ -116,7 +116,7 @@ func (e *Engine) computeWindow(p *path) units.Bytes {
 }
 
 // segFor is the work-request size for path p: Config.Segment (or the
-// pacer's), shrunk to half the path's effective window, in whole MTUs,
+// pacer's, sized for the path's line rate), shrunk to half the path's effective window, in whole MTUs,
 // when that window is smaller than two segments. Feedback on a window-based
 // path arrives per completion, so a segment larger than the window would
 // stretch the control loop to one segment time (at a collapsed window, many
@@ -125,14 +125,14 @@ func (e *Engine) segFor(p *path) units.Bytes { return p.seg }
 
 func (e *Engine) computeSegFor(p *path) units.Bytes {
 	if e.cfg.Pacing.Hardware && p.ccWin == units.MaxBytes {
-		return e.segment // the NIC paces a rate-based path: whole chunks
+		return p.segBase // the NIC paces a rate-based path: whole chunks
 	}
 	w := p.win
-	if w >= 2*e.segment {
-		return e.segment
+	if w >= 2*p.segBase {
+		return p.segBase
 	}
 	mtu := p.cfg.MTU
-	return max(mtu, min(e.segment, w/2/mtu*mtu))
+	return max(mtu, min(p.segBase, w/2/mtu*mtu))
 }
 
 // post posts as many segments of path i's active chunk as window, queue

@@ -128,6 +128,7 @@ type path struct {
 	eff       float64       // effective rate, bytes/ns (refreshRate)
 	win       units.Bytes   // effective window (refreshRate)
 	seg       units.Bytes   // work-request size (refreshRate)
+	segBase   units.Bytes   // the configured or pacer's segment, before the window's cap
 	hwRate    units.BitRate // Pacing.Hardware: the rate to program (Engine.hwSet: changed since the last ActSetRate)
 	port      *pacing.Port  // shared by paths on one NIC; nil when disabled
 
