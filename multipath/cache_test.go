@@ -32,6 +32,9 @@ func TestCachedStateMatches(t *testing.T) {
 func runCacheScenario(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	np := 1 + rng.IntN(9)
+	if rng.IntN(8) == 0 {
+		np = 33 + rng.IntN(32) // up to MaxPaths: every bit of the sets
+	}
 	rateSet := []units.BitRate{10 * units.Gbps, 25 * units.Gbps, 40 * units.Gbps, 100 * units.Gbps, 400 * units.Gbps}
 	ccs := []string{"dcqcn", "swift", "timely", "hpcc", "fixed"}
 	cfg := multipath.Config{
@@ -49,7 +52,7 @@ func runCacheScenario(t *testing.T, seed uint64) {
 		cfg.MaxWRPerPath = 1 + rng.IntN(4)
 	}
 	if rng.IntN(3) == 0 {
-		cfg.Segment = units.Bytes(1+rng.IntN(16)) * 64 * units.KiB
+		cfg.Segment = units.Bytes(1+rng.IntN(15)) * 64 * units.KiB // below the default XOFF
 	}
 	if rng.IntN(4) == 0 {
 		cfg.ProbeInterval = time.Duration(50+rng.IntN(200)) * time.Microsecond

@@ -149,10 +149,10 @@ type Engine struct {
 	dirty     pathSet // paths whose cached deadline is stale
 	freeSet   pathSet // paths free to take a chunk, but for those in freeDirty
 	freeDirty pathSet
-	fenceSet  pathSet // paths owing an ActReset
-	hwSet     pathSet // paths owing an ActSetRate (hardware pacing)
-	dls       []vtime.Time
-	deadline  vtime.Time // minimum of dls, valid while dirty is empty
+	fenceSet  pathSet      // paths owing an ActReset
+	hwSet     pathSet      // paths owing an ActSetRate (hardware pacing)
+	dlTree    []vtime.Time // min-tree of the paths' deadlines (sets.go)
+	dlSize    int          // its leaf count: a power of two >= the paths
 }
 
 // New validates cfg and builds an engine.
@@ -195,7 +195,14 @@ func New(cfg Config) (*Engine, error) {
 	e.ports = make([]*pacing.Port, MaxPaths)
 	e.all = allPaths(len(cfg.Paths))
 	e.up, e.recheck, e.dirty, e.freeDirty = e.all, e.all, e.all, e.all
-	e.dls = make([]vtime.Time, len(cfg.Paths))
+	e.dlSize = 1
+	for e.dlSize < len(cfg.Paths) {
+		e.dlSize *= 2
+	}
+	e.dlTree = make([]vtime.Time, 2*e.dlSize)
+	for i := range e.dlTree {
+		e.dlTree[i] = vtime.Never
+	}
 	for i := range e.paths {
 		if err := e.initPath(i); err != nil {
 			return nil, err

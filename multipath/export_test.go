@@ -42,8 +42,8 @@ func (e *Engine) CheckCaches(now vtime.Time) error {
 			return fmt.Errorf("path %d: cached segment %v, recomputed %v", i, got, want)
 		}
 		d := e.pathDeadline(i)
-		if e.dirty&b == 0 && e.dls[i] != d {
-			return fmt.Errorf("path %d: cached deadline %v, recomputed %v (not marked dirty)", i, e.dls[i], d)
+		if e.dirty&b == 0 && e.pathDeadlineCached(i) != d {
+			return fmt.Errorf("path %d: cached deadline %v, recomputed %v (not marked dirty)", i, e.pathDeadlineCached(i), d)
 		}
 		slow = vtime.Earliest(slow, d)
 		if p.state != PathUp || !p.hasActive {

@@ -269,11 +269,7 @@ func (e *Engine) OnTimer(now vtime.Time) {
 	// due: a path's deadline is the earliest of both (pathDeadline).
 	e.refreshDeadlines()
 	var due pathSet
-	for i, d := range e.dls {
-		if d != 0 && d <= now {
-			due |= bitOf(i)
-		}
-	}
+	e.due(now, 1, &due)
 	for ; due != 0; due &= due - 1 {
 		i := due.first()
 		p := &e.paths[i]
@@ -307,5 +303,8 @@ func (e *Engine) timeout(p *path) time.Duration {
 // paths whose state changed since the last call (sets.go).
 func (e *Engine) Deadline() vtime.Time {
 	e.refreshDeadlines()
-	return e.deadline
+	if d := e.dlTree[1]; d != vtime.Never {
+		return d
+	}
+	return 0
 }

@@ -20,7 +20,7 @@
 //     unable to post, as it was at its last visit.
 //   - freeSet: the paths free to take a chunk (Engine.free), recomputed for
 //     the paths in freeDirty, which is marked with dirty (mark).
-//   - dirty: the paths whose cached deadline (dls) must be recomputed,
+//   - dirty: the paths whose cached deadline (dlTree) must be recomputed,
 //     marked wherever an input of pathDeadline changes (CC calls through
 //     refreshRate, work requests posted or completed, state, probes, pacing
 //     blocks). Deadline recomputes only those; OnTimer visits only the paths
@@ -137,20 +137,59 @@ func (e *Engine) pathDeadline(i int) vtime.Time {
 	return d
 }
 
-// refreshDeadlines recomputes the cached deadlines of the dirty paths and
-// their minimum.
+// refreshDeadlines recomputes the cached deadlines of the dirty paths.
 func (e *Engine) refreshDeadlines() {
-	if e.dirty == 0 {
-		return
-	}
 	for m := e.dirty; m != 0; m &= m - 1 {
 		i := m.first()
-		e.dls[i] = e.pathDeadline(i)
+		e.setDeadline(i, e.pathDeadline(i))
 	}
 	e.dirty = 0
-	var d vtime.Time
-	for _, x := range e.dls {
-		d = vtime.Earliest(d, x)
+}
+
+// The cached deadlines live in a min-tree (a tournament tree) over the
+// paths: leaf dlSize+i holds path i's deadline (vtime.Never for none), each
+// inner node the earliest of its two children, the root the engine's
+// deadline. A path's new deadline costs log2(paths) steps, not a scan of
+// every path, so a round stays flat in the number of paths.
+
+// setDeadline records path i's deadline d (0: none).
+func (e *Engine) setDeadline(i int, d vtime.Time) {
+	if d == 0 {
+		d = vtime.Never
 	}
-	e.deadline = d
+	j := e.dlSize + i
+	if e.dlTree[j] == d {
+		return
+	}
+	e.dlTree[j] = d
+	for j > 1 {
+		j >>= 1
+		m := min(e.dlTree[2*j], e.dlTree[2*j+1])
+		if e.dlTree[j] == m {
+			break
+		}
+		e.dlTree[j] = m
+	}
+}
+
+// pathDeadlineCached returns path i's cached deadline (0: none).
+func (e *Engine) pathDeadlineCached(i int) vtime.Time {
+	if d := e.dlTree[e.dlSize+i]; d != vtime.Never {
+		return d
+	}
+	return 0
+}
+
+// due adds to s the paths under tree node j whose cached deadline is at or
+// before now.
+func (e *Engine) due(now vtime.Time, j int, s *pathSet) {
+	if e.dlTree[j] > now {
+		return
+	}
+	if j >= e.dlSize {
+		*s |= bitOf(j - e.dlSize)
+		return
+	}
+	e.due(now, 2*j, s)
+	e.due(now, 2*j+1, s)
 }
