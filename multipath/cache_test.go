@@ -20,7 +20,7 @@ import (
 // from scratch: a round touches only the paths whose state changed, so a
 // missed mark would leave a path unvisited or a deadline stale.
 func TestCachedStateMatches(t *testing.T) {
-	seeds := 60
+	seeds := 40
 	if testing.Short() {
 		seeds = 15
 	}
@@ -115,7 +115,7 @@ func runCacheScenario(t *testing.T, seed uint64) {
 			canceled = true
 			_ = n.E.Cancel(n.Now, ids[len(ids)-1], errors.New("test"))
 		}
-		if steps == 20000 {
+		if steps == 6000 {
 			// Heal everything so the run ends.
 			for i := range np {
 				n.Dead[i], n.Stalled[i] = false, false
@@ -133,7 +133,7 @@ func runCacheScenario(t *testing.T, seed uint64) {
 	// draining for ever, which is the engine's documented behaviour and
 	// not what this test checks.
 	n.Step()
-	for range 60000 {
+	for range 15000 {
 		if !n.Advance() {
 			break
 		}
