@@ -25,7 +25,8 @@ const (
 	// DefaultSegment is the default post size: 128 KiB, NCCL's network
 	// chunk size (CC-PARAMS.md, "Slice sizes in the field"). It is 10.5 µs
 	// at 100 Gb/s, so pacing acts at about a base RTT, and a 4 MiB chunk is
-	// 32 posts, few enough that per-post overhead stays small.
+	// 32 posts, few enough that per-post overhead stays small. Above
+	// SegmentRate the default keeps this time rather than this size.
 	DefaultSegment units.Bytes = 128 * units.KiB
 
 	// SegmentRate is the line rate DefaultSegment is sized for. On a
