@@ -97,11 +97,15 @@ func (e *Engine) sample(now vtime.Time, p *path, n units.Bytes, postAt vtime.Tim
 	}
 	p.lastAck = now
 	p.bytes += n
-	ack := cc.Ack{Now: now, Acked: n, RTT: rtt, InFlight: p.inflight, ECNMarked: c.ECNMarked, NHops: c.NHops}
 	if c.NHops > 0 {
+		ack := cc.Ack{Now: now, Acked: n, RTT: rtt, InFlight: p.inflight, ECNMarked: c.ECNMarked, NHops: c.NHops}
 		ack.Hops = c.Hops
+		p.alg.OnAck(ack)
+	} else {
+		// Built in the call's argument space: the Ack, with its INT hop
+		// array, is 304 bytes, and a local copy would cost a second copy.
+		p.alg.OnAck(cc.Ack{Now: now, Acked: n, RTT: rtt, InFlight: p.inflight, ECNMarked: c.ECNMarked})
 	}
-	p.alg.OnAck(ack)
 	e.syncRate(now, p)
 }
 

@@ -48,13 +48,11 @@ func (e *Engine) Actions(now vtime.Time, dst []Action) int {
 		// Visit the paths in round-robin order from rrPath, skipping
 		// those whose recheck bit is clear: they could not post at their
 		// last visit and nothing that could change that has happened.
-		for k := 0; k < np && n < len(dst); k++ {
-			r := rotated(e.recheck, e.rrPath, np, e.all) >> uint(k)
-			if r == 0 {
-				break
-			}
-			k += pathSet(r).first()
-			i := e.rrPath + k
+		// Visiting path i changes no other path's bit, so the set read
+		// at the start of the pass is the one a path-by-path check would
+		// see.
+		for r := rotated(e.recheck, e.rrPath, np, e.all); r != 0 && n < len(dst); r &= r - 1 {
+			i := e.rrPath + pathSet(r).first()
 			if i >= np {
 				i -= np
 			}
