@@ -32,9 +32,11 @@ import (
 // (slowLink). Each process reports its user + system time from
 // getrusage(2) around its driver loops only (device, pool and connection
 // setup excluded). The parent also reads /proc/stat around the sending,
-// which counts every CPU of the VM: both processes and rdma_rxe's kernel
-// work (its requester runs in the poster's context, its responder and
-// completer in softirqs), the way perftest's --cpu_util does.
+// from when the sender's buffer is filled to its last receipt, which counts
+// every CPU of the VM: both processes (connection setup included) and
+// rdma_rxe's kernel work (its requester runs in the poster's context, its
+// responder and completer in softirqs), the way perftest's --cpu_util
+// does.
 //
 // ib_write_bw: 1 MiB WRITEs for cpuRefSeconds with --cpu_util, whose
 // figure is the VM-wide utilisation (/proc/stat) over the run; and each
@@ -58,32 +60,35 @@ func TestCPUPerGBVerbs(t *testing.T) {
 	ncpu := runtime.NumCPU()
 
 	ref := ibWriteBWCPU(t, ctx, e.sender[0], e.receiver[0], 18600)
-	t.Logf("ib_write_bw: %.3f Gbit/s, CPU_Util %.1f%% of %d CPUs; client %v, server %v over %v",
+	t.Logf("ib_write_bw: %.3f Gbit/s, CPU_Util %.1f%% of %d CPUs; client %+v, server %+v over %v",
 		ref.gbps, ref.util, ncpu, ref.client, ref.server, ref.wall)
 
 	recv := startCPUChild(t, ctx, "recv", e.receiver[0], "")
 	addr := recv.field(t, "ADDR", 60*time.Second)
-	stat0 := procStat(t)
 	send := startCPUChild(t, ctx, "send", e.sender[0], addr[0])
+	send.field(t, "GO", 2*time.Minute) // the sender's buffer is filled
+	stat0 := procStat(t)
 	sres := send.field(t, "CPU", 8*time.Minute)
 	stat1 := procStat(t)
 	rres := recv.field(t, "CPU", time.Minute)
-	sendNS, _ := strconv.ParseInt(sres[0], 10, 64)
-	wallNS, _ := strconv.ParseInt(sres[1], 10, 64)
-	recvNS, _ := strconv.ParseInt(rres[0], 10, 64)
+	ns := func(f []string, i int) float64 { v, _ := strconv.ParseInt(f[i], 10, 64); return float64(v) / 1e9 }
 	send.wait(t)
 	recv.wait(t)
 
 	gb := float64(cpuTotal) / 1e9
 	sys := stat1.busy(stat0) // CPU-seconds of the whole VM, all CPUs
-	mptxGbps := float64(cpuTotal) * 8 / (float64(wallNS) / 1e9) / 1e9
+	mptxGbps := float64(cpuTotal) * 8 / ns(sres, 2) / 1e9
 	refGB := ref.gbps * ref.wall.Seconds() / 8 // GB the reference moved
-	e.report(t, "CPU per GB, one path %s->%s (s/GB; VM-wide = every CPU of the VM, rxe's kernel work included): "+
-		"ib_write_bw %.3f Gbit/s, VM-wide %.2f (--cpu_util %.1f%% x %d CPUs), client %.2f, server %.2f; "+
-		"mptx %.3f Gbit/s (%d x %v), VM-wide %.2f, sender %.2f, receiver %.2f",
+	split := func(user, sys, gb float64) string {
+		return fmt.Sprintf("%.1f (user %.1f + sys %.1f)", (user+sys)/gb, user/gb, sys/gb)
+	}
+	e.report(t, "CPU s/GB, one path %s->%s (VM-wide: every CPU of the VM, rxe's kernel work included; sys: mostly rxe's): "+
+		"ib_write_bw %.3f Gbit/s: VM-wide %.1f (--cpu_util %.1f%% x %d CPUs), client %s, server %s; "+
+		"mptx %.3f Gbit/s (%d x %v): VM-wide %.1f, sender %s, receiver %s",
 		e.sender[0], e.receiver[0],
-		ref.gbps, ref.util/100*float64(ncpu)*8/ref.gbps, ref.util, ncpu, ref.client.Seconds()/refGB, ref.server.Seconds()/refGB,
-		mptxGbps, cpuTransfers, cpuTensorSize, sys/gb, float64(sendNS)/1e9/gb, float64(recvNS)/1e9/gb)
+		ref.gbps, ref.util/100*float64(ncpu)*8/ref.gbps, ref.util, ncpu,
+		split(ref.client.user.Seconds(), ref.client.sys.Seconds(), refGB), split(ref.server.user.Seconds(), ref.server.sys.Seconds(), refGB),
+		mptxGbps, cpuTransfers, cpuTensorSize, sys/gb, split(ns(sres, 0), ns(sres, 1), gb), split(ns(rres, 0), ns(rres, 1), gb))
 	if ref.gbps <= 0 || mptxGbps <= 0 {
 		t.Fatal("a transfer moved nothing")
 	}
@@ -92,7 +97,7 @@ func TestCPUPerGBVerbs(t *testing.T) {
 // ibRef is one ib_write_bw run with --cpu_util.
 type ibRef struct {
 	gbps, util     float64 // BW average, CPU_Util[%]
-	client, server time.Duration
+	client, server cpuTime
 	wall           time.Duration
 }
 
@@ -150,7 +155,7 @@ func ibWriteBWCPU(t *testing.T, ctx context.Context, sdev, rdev string, port int
 	return r
 }
 
-func cpuOf(ps *os.ProcessState) time.Duration { return ps.UserTime() + ps.SystemTime() }
+func cpuOf(ps *os.ProcessState) cpuTime { return cpuTime{ps.UserTime(), ps.SystemTime()} }
 
 // cpuStat is one reading of /proc/stat's aggregate cpu line, in clock ticks.
 type cpuStat struct{ busyTicks, allTicks uint64 }
@@ -252,12 +257,18 @@ var cpuEngine = multipath.Config{ChunkSize: units.MiB, Segment: units.MiB, MaxIn
 
 var cpuQP = verbs.QPConfig{Timeout: 500 * time.Millisecond, RetryCount: 3}
 
-func rusageNow() time.Duration {
+// cpuTime is user and system CPU time.
+type cpuTime struct{ user, sys time.Duration }
+
+func (c cpuTime) add(d cpuTime) cpuTime { return cpuTime{c.user + d.user, c.sys + d.sys} }
+func (c cpuTime) sub(d cpuTime) cpuTime { return cpuTime{c.user - d.user, c.sys - d.sys} }
+
+func rusageNow() cpuTime {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		panic(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return cpuTime{time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())}
 }
 
 // loopLocked runs the driver loop on a locked OS thread, as cmd/mptx does.
@@ -273,8 +284,9 @@ func loopLocked(ctx context.Context, cfg mptx.LoopConfig, s mptx.Stepper) error 
 
 // TestCPUChildVerbs is one end of TestCPUPerGBVerbs's mptx transfer; it
 // skips unless that test started it. It prints "ADDR addr" (the receiver,
-// once listening) and "CPU ns wall-ns" when done: its CPU time around its
-// driver loops and, for the sender, the wall time of the transfers.
+// once listening) and "CPU user-ns sys-ns wall-ns" when done: its CPU time
+// around its driver loops and, for the sender, the wall time of the
+// transfers.
 func TestCPUChildVerbs(t *testing.T) {
 	role := os.Getenv("MPTX_RXE_CPU_ROLE")
 	if role == "" {
@@ -287,16 +299,17 @@ func TestCPUChildVerbs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	var used, wall time.Duration
+	var used cpuTime
+	var wall time.Duration
 	if role == "recv" {
 		used = cpuRecv(t, ctx, h)
 	} else {
 		used, wall = cpuSend(t, ctx, h, os.Getenv("MPTX_RXE_CPU_ADDR"))
 	}
-	fmt.Printf("CPU %d %d\n", used.Nanoseconds(), wall.Nanoseconds())
+	fmt.Printf("CPU %d %d %d\n", used.user.Nanoseconds(), used.sys.Nanoseconds(), wall.Nanoseconds())
 }
 
-func cpuSend(t *testing.T, ctx context.Context, h *verbs.Host, addr string) (used, wall time.Duration) {
+func cpuSend(t *testing.T, ctx context.Context, h *verbs.Host, addr string) (used cpuTime, wall time.Duration) {
 	buf, err := h.Alloc(cpuTensorSize)
 	if err != nil {
 		t.Fatal(err)
@@ -305,6 +318,7 @@ func cpuSend(t *testing.T, ctx context.Context, h *verbs.Host, addr string) (use
 	for i, b := 0, buf.Bytes(); i < len(b); i++ {
 		b[i] = byte(i * 131)
 	}
+	fmt.Println("GO")
 	for k := range cpuTransfers {
 		clock := vtime.NewMonotonic()
 		conn, err := h.Dial(ctx, addr, verbs.DialConfig{Secret: []byte(goodSecret), Send: buf, Size: cpuTensorSize, ChunkSize: units.MiB,
@@ -329,7 +343,7 @@ func cpuSend(t *testing.T, ctx context.Context, h *verbs.Host, addr string) (use
 		}
 		u0, w0 := rusageNow(), time.Now()
 		err = loopLocked(ctx, mptx.LoopConfig{Clock: clock, Wake: conn.Notify(), Done: func() bool { return done }}, snd)
-		used, wall = used+rusageNow()-u0, wall+time.Since(w0)
+		used, wall = used.add(rusageNow().sub(u0)), wall+time.Since(w0)
 		if err != nil || doneErr != nil {
 			t.Fatalf("transfer %d: loop %v, transfer %v", k, err, doneErr)
 		}
@@ -342,7 +356,7 @@ func cpuSend(t *testing.T, ctx context.Context, h *verbs.Host, addr string) (use
 	return used, wall
 }
 
-func cpuRecv(t *testing.T, ctx context.Context, h *verbs.Host) (used time.Duration) {
+func cpuRecv(t *testing.T, ctx context.Context, h *verbs.Host) (used cpuTime) {
 	ln, err := h.Listen("127.0.0.1:0", verbs.ListenConfig{Secret: []byte(goodSecret), MaxSize: cpuTensorSize, QP: cpuQP})
 	if err != nil {
 		t.Fatal(err)
@@ -376,7 +390,7 @@ func cpuRecv(t *testing.T, ctx context.Context, h *verbs.Host) (used time.Durati
 		}
 		u0 := rusageNow()
 		err = loopLocked(ctx, mptx.LoopConfig{Clock: clock, Wake: r.Notify(), Done: func() bool { return done }}, rcv)
-		used += rusageNow() - u0
+		used = used.add(rusageNow().sub(u0))
 		if err != nil || doneErr != nil {
 			t.Fatalf("transfer %d: loop %v, transfer %v", k, err, doneErr)
 		}
