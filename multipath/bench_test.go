@@ -75,8 +75,17 @@ func BenchmarkEngineChunk(b *testing.B) {
 			c0 := d.Chunks
 			b.ResetTimer()
 			start := time.Now()
+			id := multipath.TransferID(1)
 			for i := 0; i < b.N; i++ {
 				d.Round()
+				if len(d.Done) > 0 {
+					// The endless transfer ended (2^20 chunks: a few
+					// seconds with hardware pacing): start the next,
+					// which reuses its slot's chunk table.
+					clear(d.Done)
+					id++
+					d.Submit(id, chunk.MaxTensor(4*units.MiB), 4*units.MiB)
+				}
 			}
 			el := time.Since(start)
 			b.StopTimer()
