@@ -321,11 +321,11 @@ func (e *Engine) initPath(i int) error {
 	return nil
 }
 
-// Segment returns the largest segment chunks are posted in on the slowest
-// path: Config.Segment or, by default, the pacer's segment for the path's
-// line rate (pacing.Config.LineRate; 128 KiB up to 100 Gb/s) or, with
-// hardware pacing, a whole chunk. Paths shrink it to half their window
-// when the window is smaller than two segments.
+// Segment returns the smallest of the paths' segment sizes, the largest
+// work request each posts: Config.Segment or, by default, the pacer's
+// segment for the path's line rate (pacing.Config.LineRate; 128 KiB up to
+// 100 Gb/s) or, with hardware pacing, a whole chunk. A path shrinks its
+// segment to half its window when the window is smaller than two segments.
 func (e *Engine) Segment() units.Bytes { return e.segment }
 
 // NumPaths returns the number of paths.

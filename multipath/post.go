@@ -114,11 +114,12 @@ func (e *Engine) computeWindow(p *path) units.Bytes {
 }
 
 // segFor is the work-request size for path p: Config.Segment (or the
-// pacer's, sized for the path's line rate), shrunk to half the path's effective window, in whole MTUs,
-// when that window is smaller than two segments. Feedback on a window-based
-// path arrives per completion, so a segment larger than the window would
-// stretch the control loop to one segment time (at a collapsed window, many
-// milliseconds) instead of about an RTT.
+// pacer's, sized for the path's line rate), shrunk to half the path's
+// effective window, in whole MTUs, when that window is smaller than two
+// segments. Feedback on a window-based path arrives per completion, so a
+// segment larger than the window would stretch the control loop to one
+// segment time (at a collapsed window, many milliseconds) instead of about
+// an RTT.
 func (e *Engine) segFor(p *path) units.Bytes { return p.seg }
 
 func (e *Engine) computeSegFor(p *path) units.Bytes {

@@ -4,7 +4,7 @@
 // every path several times: Actions visited each path twice, probes, fences
 // and the hardware rate updates each looped over all of them, and Deadline
 // asked every path's CC for its deadline and looked up its oldest work
-// request. With 8 paths that was most of a round's cost. The engine now
+// request: with 8 paths, half of a round's instructions. The engine now
 // keeps, as bit masks over path indices (MaxPaths = 64 fits one word):
 //
 //   - up and busy: the paths in PathUp and the paths with an active chunk,
@@ -27,8 +27,9 @@
 //     whose deadline is due.
 //   - fenceSet and hwSet: the paths owing an ActReset or an ActSetRate.
 //
-// Every set is iterated in increasing path order, the order the full scans
-// had, so the actions and events are the same as before, line for line
+// Every set is iterated in the order the full scans had (increasing path
+// index; the recheck set round-robin from rrPath, as Actions went), so the
+// actions and events are the same as before, line for line
 // (TestGoldenTraces), and TestCachedStateMatches checks the caches against
 // a full recomputation after every step of randomized runs.
 
