@@ -16,6 +16,7 @@ package mptx
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"strings"
 	"time"
 
@@ -73,6 +74,8 @@ type Sender struct {
 	hops    [8]qp.INTHop
 	nextCt  vtime.Time
 	stats   SenderStats
+	// posting has bit i set while wrs[i] holds work requests to post.
+	posting uint64
 
 	// pathErr is the latest backend error of each path (post, reset,
 	// set-rate, counters); it is added to the error of a transfer that
@@ -331,9 +334,13 @@ func (s *Sender) execute(now vtime.Time, acts []multipath.Action) {
 				wr.Op, wr.Imm = qp.OpWriteImm, a.ImmData
 			}
 			s.wrs[a.Path] = append(s.wrs[a.Path], wr)
+			s.posting |= 1 << uint(a.Path)
 		}
 	}
-	for p := range s.wrs {
+	// Post the paths that got work, in path order (MaxPaths is 64: one
+	// word), rather than scanning every path's batch.
+	for set := s.posting; set != 0; set &= set - 1 {
+		p := bits.TrailingZeros64(set)
 		wrs := s.wrs[p]
 		if len(wrs) == 0 {
 			continue
@@ -357,6 +364,7 @@ func (s *Sender) execute(now vtime.Time, acts []multipath.Action) {
 		}
 		s.wrs[p] = wrs[:0]
 	}
+	s.posting = 0
 	for i := range acts {
 		a := &acts[i]
 		switch a.Kind {
