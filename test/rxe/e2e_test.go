@@ -205,15 +205,19 @@ func decode[T any](t *testing.T, p *proc) T {
 
 func txBytes(t *testing.T, dev string) int64 {
 	t.Helper()
-	b, err := os.ReadFile("/sys/class/net/" + dev + "/statistics/tx_bytes")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	v, err := readTxBytes(dev)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return v
+}
+
+func readTxBytes(dev string) (int64, error) {
+	b, err := os.ReadFile("/sys/class/net/" + dev + "/statistics/tx_bytes")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 }
 
 // transfer is one recv + send run.
@@ -313,27 +317,27 @@ func TestPathDownMidTransfer(t *testing.T) {
 	defer cancel()
 	wire := e.wires[1]
 	defer func() {
-		_ = exec.Command("ip", "link", "set", wire, "up").Run()
+		setLink(t, wire, true)
 		waitActive(t, e.sender[1])
 	}()
 	base := txBytes(t, wire)
 	var downAt int64
 	recv, send := e.runTransfer(t, ctx, transfer{port: 7472, size: "64MiB", senderDevs: e.sender[:2], recvDevs: e.receiver[:2]}, func(send *proc) {
-		for {
-			n := txBytes(t, wire) - base
-			if n >= 2<<20 {
-				if out, err := exec.Command("ip", "link", "set", wire, "down").CombinedOutput(); err != nil {
-					t.Fatalf("ip link set %s down: %v %s", wire, err, out)
-				}
-				downAt = n
-				return
-			}
+		var err error
+		downAt, err = watchDown(wire, base, 2<<20, func() bool {
 			select {
 			case err := <-send.done:
 				send.done <- err
-				t.Fatalf("the transfer ended (%v) before %s carried 2 MiB (%d bytes); nothing was taken down", err, wire, n)
-			case <-time.After(2 * time.Millisecond):
+				return true
+			default:
+				return false
 			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if downAt == 0 {
+			t.Fatalf("the transfer ended before %s carried 2 MiB; nothing was taken down", wire)
 		}
 	})
 	if err := send.wait(t, 3*time.Minute); err != nil {

@@ -21,7 +21,7 @@ export MPTX_BIN=$MPTX_RXE_SHARE/bin/mptx MPTX_RXE_OUT=$OUT
 rc=0
 for t in "$MPTX_RXE_SHARE"/bin/*.test; do
   echo "=== $(basename "$t") (uptime $(uptime_s)s)"
-  (cd "$OUT" && "$t" -test.v -test.count=1 -test.timeout=15m ${RUN:+-test.run "$RUN"} \
+  (cd "$OUT" && "$t" -test.v -test.count=1 -test.timeout=40m ${RUN:+-test.run "$RUN"} \
      -test.bench "${RUN:-BenchmarkVM}" -test.benchtime 50x) 2>&1 | tee "$OUT/$(basename "$t").log"
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 done

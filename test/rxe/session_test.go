@@ -295,38 +295,63 @@ func TestSessionVerbsPathDown(t *testing.T) {
 	up := true
 	defer func() {
 		if !up {
-			_ = exec.Command("ip", "link", "set", wire, "up").Run()
+			setLink(t, wire, true)
 			waitActive(t, e.sender[1])
 		}
 	}()
 	const n, size = 4, 16 << 20
+	data := make([][]byte, n)
+	for i := range data {
+		data[i] = pattern(100+i, size)
+	}
+	// Watch the wire from before the first SendAsync: the first tensors
+	// are on their way while the later ones are still being staged.
+	type down struct {
+		at  int64
+		err error
+	}
+	watched, ended := make(chan down, 1), make(chan struct{})
 	base := txBytes(t, wire)
+	go func() {
+		at, err := watchDown(wire, base, 2<<20, func() bool {
+			select {
+			case <-ended:
+				return true
+			default:
+				return false
+			}
+		})
+		watched <- down{at, err}
+	}()
 	var ts []*mptx.Transfer
 	for i := 0; i < n; i++ {
-		tr, err := snd.SendAsync(ctx, fmt.Sprintf("t%d", i), pattern(100+i, size))
+		tr, err := snd.SendAsync(ctx, fmt.Sprintf("t%d", i), data[i])
 		if err != nil {
+			close(ended)
 			t.Fatal(err)
 		}
 		ts = append(ts, tr)
 	}
-	var downAt int64
-	for downAt == 0 {
-		if c := txBytes(t, wire) - base; c >= 2<<20 {
-			if out, err := exec.Command("ip", "link", "set", wire, "down").CombinedOutput(); err != nil {
-				t.Fatalf("ip link set %s down: %v %s", wire, err, out)
-			}
-			up, downAt = false, c
-			break
-		}
+	go func() {
 		select {
 		case <-ts[n-1].Done():
-			t.Fatalf("the transfers ended (%v) before %s carried 2 MiB; nothing was taken down", ts[n-1].Err(), wire)
-		case <-time.After(2 * time.Millisecond):
+		case <-ctx.Done():
 		}
+		close(ended)
+	}()
+	w := <-watched
+	downAt := w.at
+	if w.err != nil {
+		t.Fatal(w.err)
 	}
+	if downAt == 0 {
+		t.Fatalf("the transfers ended (%v) before %s carried 2 MiB; nothing was taken down", ts[n-1].Err(), wire)
+	}
+	up = false
 	for i := 0; i < n; i++ {
 		tn, err := rcv.Recv(ctx)
 		if err != nil {
+			dumpSessions(t, snd, rcv, ts)
 			t.Fatalf("Recv %d after %s went down: %v", i, wire, err)
 		}
 		var k int
@@ -349,9 +374,10 @@ func TestSessionVerbsPathDown(t *testing.T) {
 	if bytesBy[0] <= bytesBy[1] {
 		t.Errorf("bytes by path %v: want path 0 to carry the rest after path 1 went down", bytesBy)
 	}
-	if out, err := exec.Command("ip", "link", "set", wire, "up").CombinedOutput(); err != nil {
-		t.Fatalf("ip link set %s up: %v %s", wire, err, out)
+	if requeues == 0 {
+		t.Errorf("no chunk was requeued after %s went down at %.1f MiB: the failover was not exercised", wire, float64(downAt)/(1<<20))
 	}
+	setLink(t, wire, true)
 	up = true
 	waitActive(t, e.sender[1])
 	if err := snd.Send(ctx, "after", pattern(7, 4<<20)); err != nil {
@@ -364,6 +390,34 @@ func TestSessionVerbsPathDown(t *testing.T) {
 	checkTensor(t, tn, 7, 4<<20)
 	tn.Release()
 	e.report(t, "session over verbs, %s down after %.1f MiB of 4 x 16 MiB in flight: all intact; bytes by path %v, %d requeues; the session went on after", wire, float64(downAt)/(1<<20), bytesBy, requeues)
+}
+
+// dumpSessions logs what each end knows, for a test that gave up waiting:
+// every transfer's state and statistics, the paths and the receiver's
+// counters.
+func dumpSessions(t *testing.T, snd, rcv *mptx.Session, ts []*mptx.Transfer) {
+	t.Helper()
+	for _, tr := range ts {
+		select {
+		case <-tr.Done():
+			t.Logf("transfer %s: done, err %v, %+v", tr.Name, tr.Err(), tr.Stats())
+		default:
+			t.Logf("transfer %s: in flight, %+v", tr.Name, tr.Stats())
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, s := range []*mptx.Session{snd, rcv} {
+		st, err := s.Stats(ctx)
+		if err != nil {
+			t.Logf("stats: %v", err)
+			continue
+		}
+		for i, p := range st.Paths {
+			t.Logf("path %d: %+v err %q", i, p.Engine, p.Err)
+		}
+		t.Logf("resets %d (%d failed), receiver %+v", st.Resets, st.ResetErrors, st.Receiver)
+	}
 }
 
 // netem holds wire's egress packets back by delay until the test ends.

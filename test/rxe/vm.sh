@@ -18,7 +18,8 @@
 #   MPTX_RXE_WORK   scratch dir: kernel, initramfs, console log (/tmp/mptx-rxe)
 #   MPTX_RXE_SHARE  host dir shared read-write with the guest ($WORK/share)
 #   MPTX_RXE_MEM    guest MiB (2048)        MPTX_RXE_SMP  vCPUs (2)
-#   MPTX_RXE_TIMEOUT  seconds for the whole VM (900)
+#   MPTX_RXE_TIMEOUT  seconds for the whole VM (2700: the full job takes
+#                     about 25 min under TCG on a 2-core host; CI allows 90)
 #   MPTX_RXE_KERNEL   kernel version to use (default: what linux-image-amd64 names)
 #   MPTX_RXE_QEMU_ARGS  extra qemu arguments, word-split (NUMA nodes, NICs:
 #                       test/rxe/numa.sh)
@@ -29,7 +30,7 @@ WORK=${MPTX_RXE_WORK:-/tmp/mptx-rxe}
 SHARE=${MPTX_RXE_SHARE:-$WORK/share}
 MEM=${MPTX_RXE_MEM:-2048}
 SMP=${MPTX_RXE_SMP:-2}
-TIMEOUT=${MPTX_RXE_TIMEOUT:-900}
+TIMEOUT=${MPTX_RXE_TIMEOUT:-2700}
 [ $# -ge 1 ] || { echo "usage: $0 JOB.sh [ARGS...]" >&2; exit 2; }
 JOB=$(realpath "$1"); shift
 
