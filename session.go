@@ -340,6 +340,7 @@ type Session struct {
 	// closing is set by Close before it says Bye, so that the peer's
 	// answer cannot be taken for the peer closing first.
 	closing atomic.Bool
+	os      osSession // one-sided access: descriptors received, revocations (region.go)
 }
 
 // Transport returns the transport in use (tcp or verbs).
@@ -416,7 +417,7 @@ func (s *Session) readLoop(handle func(t bootstrap.Type, payload []byte) error) 
 			s.end(fmt.Errorf("mptx: %s closed the session: %w", s.peers, ErrSessionClosed))
 			return
 		}
-		if err := handle(t, payload); err != nil {
+		if err := s.onCtrlOr(handle, t, payload); err != nil {
 			_ = s.ctrl.send(msgBye, nil)
 			s.end(err)
 			return
