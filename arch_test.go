@@ -56,6 +56,10 @@ var coreGlobals = map[string]string{
 	"cc.inf":                   "math.Inf(1), a constant Go cannot declare as const",
 	"chunk.castagnoli":         "the read-only CRC-32C table",
 	"multipath.policyNames":    "read-only name table",
+	"cc.alphaUpdateNames":      "read-only enum name table",
+	"cc.decreaseNames":         "read-only enum name table",
+	"cc.clampNames":            "read-only enum name table",
+	"cc.increaseNames":         "read-only enum name table",
 	"multipath.pathStateNames": "read-only name table",
 }
 

@@ -19,7 +19,12 @@ import (
 //	sender                                   receiver
 //	Hello{version, transports, paths} ──────▶
 //	                                  ◀────── Welcome{transport, data address, region}
-//	   (the transport's data paths connect: qp/tcp's or verbs' own handshake)
+//	   (the transport's data paths connect: qp/tcp's own handshake, or
+//	    verbs' Offer/Accept/Ready on this same channel, Ready once the
+//	    sender's probes crossed every path)
+//	NoVerbs{why} ◀─────────────────────────▶  (auto only: an end whose verbs set-up
+//	                                  ◀────── Welcome{tcp}   failed sends it in place of
+//	                                          its next verbs message; then TCP)
 //	per tensor:
 //	Offer{id, tag, plan, name, CRC32C} ─────▶  (a range of the region is set aside)
 //	                                  ◀────── Grant{id, remote offset} | Refuse{id, why}
@@ -31,6 +36,11 @@ import (
 //
 // A tensor is handed to the receiving application only after End, so no
 // abandoned work request of it can land afterwards (see Receiver.AwaitSender).
+//
+// Over verbs the channel carries the verbs connection's own frames too
+// (ResetPath, ResetAck: a path's fence) for the session's lifetime; a
+// bootstrap.Mux routes them to the connection and the application frames
+// to the session's reader.
 const (
 	sessionVersion = 1
 
@@ -43,6 +53,7 @@ const (
 	msgReceipt                            // receiver → sender
 	msgCancel                             // receiver → sender
 	msgBye                                // either way
+	msgNoVerbs                            // either way, during a verbs set-up (auto): use TCP
 )
 
 // Transport bits in Hello.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mptx-dev/mptx"
+	"github.com/mptx-dev/mptx/cc"
 	"github.com/mptx-dev/mptx/multipath"
 	"github.com/mptx-dev/mptx/qp/mem"
 	"github.com/mptx-dev/mptx/units"
@@ -116,12 +117,14 @@ func TestEndToEndSlowPathFairShare(t *testing.T) {
 
 // TestEndToEndECNShrinksShare: CNPs on one path (the backend counts one
 // per 256 KiB it carries) make DCQCN cut that path's rate and the
-// congestion-aware policy move chunks to the others.
+// congestion-aware policy move chunks to the others. The paper's DCQCN
+// (α raised by every CNP) is used: ConnectX's default α, updated every
+// microsecond, barely moves with one CNP per 210 µs.
 func TestEndToEndECNShrinksShare(t *testing.T) {
 	share := func(cnpEvery units.Bytes) float64 {
 		paths := []mem.PathConfig{{Rate: 10 * units.Gbps, NIC: 0, CNPEvery: cnpEvery}, {Rate: 10 * units.Gbps, NIC: 1}, {Rate: 10 * units.Gbps, NIC: 2}}
 		const size = 48 * units.MiB
-		r := newMemRig(t, paths, size, mptx.SenderConfig{Engine: multipath.Config{CC: "dcqcn", ChunkSize: units.MiB}})
+		r := newMemRig(t, paths, size, mptx.SenderConfig{Engine: multipath.Config{CC: "dcqcn", CCParams: cc.Params{"profile": "paper"}, ChunkSize: units.MiB}})
 		r.ship(1)
 		if r.sent[1] != nil || r.recvd[1] != nil {
 			t.Fatalf("sender %v, receiver %v", r.sent[1], r.recvd[1])

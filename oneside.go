@@ -258,6 +258,12 @@ func (s *Session) oneSided(ctx context.Context, pairs []Pair, write bool) (*Op, 
 		}
 	}
 	op.results = make(chan *piece, len(op.pieces))
+	// The staging buffer is the session's (registered) send memory: keep
+	// it while this operation may copy into or out of it.
+	if !ss.hold.acquire() {
+		unpin()
+		return nil, ErrSessionClosed
+	}
 	go op.run()
 	return op, nil
 }
@@ -339,6 +345,7 @@ func (o *Op) run() {
 	for _, p := range o.pieces[next:] {
 		p.buf.unpin() // never fed
 	}
+	ss.hold.drop()
 	o.mu.Lock()
 	o.err = failed
 	o.took = time.Since(o.started)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mptx-dev/mptx/multipath"
+	"github.com/mptx-dev/mptx/qp/verbs"
 	"github.com/mptx-dev/mptx/qp/verbs/bootstrap"
 	"github.com/mptx-dev/mptx/units"
 )
@@ -70,6 +71,8 @@ type Config struct {
 	Paths int
 	// TCP configures the TCP transport.
 	TCP TCPConfig
+	// Verbs configures the verbs transport.
+	Verbs VerbsConfig
 	// Engine configures the sender's multipath engine (congestion
 	// control, path policy, chunk size...). Engine.Paths is filled from
 	// the connection. On TCP, Engine.MinTimeout defaults to
@@ -91,7 +94,11 @@ type Config struct {
 	// Region, if set, is the receiver's region: the caller's memory,
 	// registered once when the session is accepted, into which received
 	// tensors land (Tensor.Data slices it). It must not be touched while
-	// the session lives except through received Tensors.
+	// the session lives except through received Tensors. Over verbs the
+	// NIC writes it directly (zero-copy), so it must not be Go heap
+	// memory (cgo pointer rules): map it with mmap(2) (unix.Mmap) and
+	// unmap it only after the session has ended and its tensors are
+	// released.
 	Region []byte
 	// NoChecksum turns the per-tensor CRC32C off (it costs one pass over
 	// the tensor on each end).
@@ -153,6 +160,9 @@ func (c *Config) validate() error {
 	if err := c.validatePool(); err != nil {
 		return err
 	}
+	if c.Verbs.QPsPerNIC < 0 || c.Verbs.QPsPerNIC > verbs.MaxQPsPerNIC {
+		return fmt.Errorf("mptx: Config.Verbs.QPsPerNIC = %d (valid: 0 to spread Paths over the NICs, or 1..%d)", c.Verbs.QPsPerNIC, verbs.MaxQPsPerNIC)
+	}
 	if c.Region != nil && c.RegionSize != 0 && c.RegionSize != units.Bytes(len(c.Region)) {
 		return fmt.Errorf("mptx: Config.RegionSize = %v but len(Config.Region) = %d (set one)", c.RegionSize, len(c.Region))
 	}
@@ -194,9 +204,12 @@ func (e *TransferError) Error() string {
 func (e *TransferError) Unwrap() error { return e.Err }
 
 // ctrlConn is the control channel of one session, shared by its
-// goroutines: sends from any of them, receives from the reader only.
+// goroutines: sends from any of them, receives from the reader only. Over
+// verbs the transport shares it too: the session reads its frames from in
+// (a bootstrap.Mux routes the verbs connection's elsewhere).
 type ctrlConn struct {
 	s       *bootstrap.Session
+	in      *bootstrap.Inbox // nil: the reader reads s itself
 	timeout time.Duration
 }
 
@@ -209,6 +222,9 @@ func (c *ctrlConn) send(t bootstrap.Type, payload []byte) error {
 // read blocks until the next frame (no deadline: a session idles between
 // tensors); closing the session unblocks it.
 func (c *ctrlConn) read() (bootstrap.Type, []byte, error) {
+	if c.in != nil {
+		return c.in.Recv(context.Background())
+	}
 	return c.s.ReadApp(context.Background())
 }
 
@@ -340,7 +356,8 @@ type Session struct {
 	// closing is set by Close before it says Bye, so that the peer's
 	// answer cannot be taken for the peer closing first.
 	closing atomic.Bool
-	os      osSession // one-sided access: descriptors received, revocations (region.go)
+	loop    sync.WaitGroup // the side's loop goroutine, until it closed the paths
+	os      osSession      // one-sided access: descriptors received, revocations (region.go)
 }
 
 // Transport returns the transport in use (tcp or verbs).
@@ -379,10 +396,14 @@ func (s *Session) end(err error) {
 }
 
 // Close ends the session: transfers in progress fail with
-// ErrSessionClosed, the peer is told (Bye), the paths are closed.
+// ErrSessionClosed, the peer is told (Bye), the paths are closed. It
+// returns once they are (their queue pairs destroyed; over verbs, the
+// registered memory is freed then unless received tensors still hold it:
+// see Tensor.Release).
 func (s *Session) Close() error {
 	select {
 	case <-s.done:
+		s.loop.Wait()
 		return nil
 	default:
 	}
@@ -392,6 +413,7 @@ func (s *Session) Close() error {
 	s.closing.Store(true)
 	_ = s.ctrl.send(msgBye, nil)
 	s.end(ErrSessionClosed)
+	s.loop.Wait()
 	return nil
 }
 

@@ -106,11 +106,12 @@ type Buffer struct {
 	mem   []byte
 	pins  int  // transfers in flight; guarded by sp.mu
 	freed bool // Free was called; guarded by sp.mu
+	hold  *memHold
 }
 
-// Bytes returns the buffer's memory, Len bytes. It stays valid until Free
-// (and, on verbs, until the session ends; on TCP the memory is Go memory
-// and stays valid as long as it is referenced).
+// Bytes returns the buffer's memory, Len bytes. It stays valid until Free,
+// even after the session ended (a Buffer holds the session's send memory,
+// registered memory on verbs, until it is freed: free every Buffer).
 func (b *Buffer) Bytes() []byte { return b.mem }
 
 // Len returns the size asked of Alloc.
@@ -143,6 +144,7 @@ func (b *Buffer) Free() {
 func (sp *sendPool) releaseLocked(b *Buffer) {
 	delete(sp.live, b.blk.Off)
 	sp.p.Free(b.blk)
+	b.hold.drop()
 }
 
 // Alloc returns a Buffer of size bytes from the session's pool
@@ -166,15 +168,21 @@ func (s *Session) Alloc(size units.Bytes) (*Buffer, error) {
 	if err := s.Err(); err != nil {
 		return nil, err
 	}
+	// A Buffer holds the send memory (on verbs, registered memory that the
+	// session frees once nothing can touch it) until it is freed.
+	if !ss.hold.acquire() {
+		return nil, ErrSessionClosed
+	}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	blk, ok := sp.p.Alloc(size)
 	if !ok {
+		ss.hold.drop()
 		var st slab.Stats
 		sp.p.Stats(&st)
 		return nil, fmt.Errorf("%w: Alloc(%v) needs %v; %v of %v in use, largest free range %v (Config.Pool)", ErrPoolFull, size, sp.p.ClassSize(size), st.InUse, st.Size, st.LargestFree)
 	}
-	b := &Buffer{sp: sp, blk: blk, mem: sp.mem[blk.Off : blk.Off+size : blk.Off+size]}
+	b := &Buffer{sp: sp, blk: blk, mem: sp.mem[blk.Off : blk.Off+size : blk.Off+size], hold: ss.hold}
 	sp.live[blk.Off] = b
 	return b, nil
 }

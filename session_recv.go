@@ -2,9 +2,10 @@ package mptx
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mptx-dev/mptx/chunk"
@@ -29,16 +30,40 @@ type Tensor struct {
 	Took time.Duration
 
 	r    *recvSide
+	hold *tensorHold // the region's registered memory, while Data points into it
+	// gc drops hold if the tensor is collected before Recv returned it
+	// (queued when the session ended); Recv stops it: from then on only
+	// Release may, the application holding Data.
+	gc   runtime.Cleanup
 	once sync.Once
 }
 
 // Release gives the tensor's range back to the region. Data must not be
-// used afterwards. Release is idempotent.
+// used afterwards. Release is idempotent. Over verbs the region is
+// registered memory that stays mapped, after the session has ended too,
+// until its last tensor is released: release every tensor Recv returned
+// (tensors that arrived but were never received are released when they
+// are garbage collected).
 func (t *Tensor) Release() {
 	t.once.Do(func() {
 		t.r.do(func() { t.r.freeRange(t.Offset, units.Bytes(len(t.Data))) })
-		t.r.tensorBack()
+		t.hold.drop()
 	})
+}
+
+// tensorHold is one tensor's hold on the region's memory (memHold),
+// dropped once: by Release, by the receiver when the tensor is not
+// delivered, or by the garbage collector's cleanup of a tensor that was
+// never handed to the application.
+type tensorHold struct {
+	h       *memHold
+	dropped atomic.Bool
+}
+
+func (th *tensorHold) drop() {
+	if th != nil && th.dropped.CompareAndSwap(false, true) {
+		th.h.drop()
+	}
 }
 
 // incomingTensor is an offered tensor on the receiver's side.
@@ -64,6 +89,7 @@ type recvSide struct {
 	kick   chan struct{}
 
 	tel     RecvTelemetry                            // nil without Config.Telemetry
+	hold    *memHold                                 // the region's registered memory (verbs); nil: Go memory
 	offers  map[multipath.TransferID]*incomingTensor // loop only
 	waiting []multipath.TransferID                   // offers waiting for room, in order; loop only
 	out     chan any                                 // *Tensor or error, to Recv
@@ -79,37 +105,6 @@ type recvSide struct {
 	// exited is closed once the loop has exited and queued its last
 	// tensor or failure: Recv drains out after it.
 	exited chan struct{}
-
-	// The region goes back to regionPool (when mptx made it) once the
-	// loop has exited and no tensor is outstanding (queued or held).
-	pooled      bool
-	poolMu      sync.Mutex
-	outstanding int  // tensors pushed and not yet released; guarded by poolMu
-	over        bool // the loop has exited; guarded by poolMu
-	returned    bool // guarded by poolMu
-}
-
-// tensorOut and tensorBack count tensors handed towards the application.
-func (rs *recvSide) tensorOut() {
-	rs.poolMu.Lock()
-	rs.outstanding++
-	rs.poolMu.Unlock()
-}
-
-func (rs *recvSide) tensorBack() {
-	rs.poolMu.Lock()
-	rs.outstanding--
-	rs.maybeReturn()
-	rs.poolMu.Unlock()
-}
-
-// maybeReturn pools the region when nothing can touch it any more. Called
-// with poolMu held.
-func (rs *recvSide) maybeReturn() {
-	if rs.pooled && rs.over && rs.outstanding == 0 && !rs.returned {
-		rs.returned = true
-		putRegion(rs.region)
-	}
 }
 
 func (rs *recvSide) receiptStart() {
@@ -202,6 +197,7 @@ func (s *Session) Recv(ctx context.Context) (*Tensor, error) {
 
 func deliver(v any) (*Tensor, error) {
 	if t, ok := v.(*Tensor); ok {
+		t.gc.Stop() // the application holds Data now: Release decides
 		return t, nil
 	}
 	return nil, v.(error)
@@ -351,6 +347,14 @@ func (rs *recvSide) onDone(id multipath.TransferID, _ vtime.Time, err error) {
 	}
 	data := rs.region[in.off : in.off+size : in.off+size]
 	t := &Tensor{ID: id, Name: in.offer.Name, Data: data, Offset: in.off, CRC32C: in.offer.CRC32C, Took: time.Since(in.at), r: rs}
+	if rs.hold != nil {
+		// The tensor's hold, taken on the loop goroutine (before exit
+		// drops the session's): the check below reads the region, and
+		// Data points into it until Release.
+		rs.hold.acquire()
+		t.hold = &tensorHold{h: rs.hold}
+		t.gc = runtime.AddCleanup(t, (*tensorHold).drop, t.hold)
+	}
 	check := !rs.s.cfg.NoChecksum && in.offer.CRC32C != 0
 	rs.receiptStart()
 	go func() {
@@ -369,27 +373,30 @@ func (rs *recvSide) onDone(id multipath.TransferID, _ vtime.Time, err error) {
 		// session before Recv can have it.
 		if err != nil {
 			rs.do(func() { rs.freeRange(in.off, size) })
+			t.hold.drop()
 			rs.push(&TransferError{ID: id, Name: in.offer.Name, Err: err})
-		} else {
-			rs.tensorOut()
-			rs.push(t)
+		} else if !rs.push(t) {
+			t.hold.drop()
 		}
 		r := idMsg{ID: uint64(id), Err: errText(err)}
 		_ = rs.s.ctrl.send(msgReceipt, r.marshal())
 	}()
 }
 
-// push hands a tensor or an error to Recv; it never blocks the loop for
-// long: out holds as many as there are slots.
-func (rs *recvSide) push(v any) {
+// push hands a tensor or an error to Recv and reports whether it did (not
+// once the session has ended); it never blocks the loop for long: out
+// holds as many as there are slots.
+func (rs *recvSide) push(v any) bool {
 	select {
 	case rs.out <- v: // room: never dropped, even if the session just ended
-		return
+		return true
 	default:
 	}
 	select {
 	case rs.out <- v:
+		return true
 	case <-rs.s.done:
+		return false
 	}
 }
 
@@ -478,10 +485,7 @@ func (rs *recvSide) exit() {
 	}
 	rs.waitReceipts(rs.s.cfg.timeout()) // their pushes come first
 	close(rs.exited)
-	rs.poolMu.Lock()
-	rs.over = true
-	rs.maybeReturn()
-	rs.poolMu.Unlock()
+	rs.hold.drop() // the session's own: the queue pairs are gone
 }
 
 func (rs *recvSide) shutdown(error) {
@@ -510,52 +514,44 @@ func acceptSession(ctx context.Context, bs *bootstrap.Session, t bootstrap.Type,
 	if h.Paths == 0 || int(h.Paths) > multipath.MaxPaths {
 		return nil, fmt.Errorf("mptx: Hello asks for %d paths (valid: 1..%d)", h.Paths, multipath.MaxPaths)
 	}
+	verbsErr := verbsTransport.usable(&cfg)
 	var tr uint8
 	switch {
-	case h.Transports&transportVerbs != 0 && cfg.Transport != TransportTCP && verbsUsable():
+	case h.Transports&transportVerbs != 0 && cfg.Transport != TransportTCP && verbsErr == nil:
 		tr = transportVerbs
 	case h.Transports&transportTCP != 0 && cfg.Transport != TransportVerbs:
 		tr = transportTCP
 	default:
+		why := ""
+		if verbsErr != nil {
+			why = fmt.Sprintf("; this receiver cannot run verbs: %v", verbsErr)
+		}
 		return nil, fmt.Errorf("mptx: no common transport (the sender offers %s, this receiver is set to %s%s)",
-			transportNames(h.Transports), cfgTransport(cfg), map[bool]string{true: "", false: " and has no usable RDMA device"}[verbsUsable()])
-	}
-	region, pooled := cfg.Region, false
-	if region == nil {
-		size := cfg.RegionSize
-		if size == 0 {
-			size = DefaultRegionSize
-		}
-		if region = getRegion(size); region == nil {
-			region = make([]byte, size)
-		}
-		pooled = true
+			transportNames(h.Transports), cfgTransport(cfg), why)
 	}
 	s := &Session{cfg: cfg, ctrl: &ctrlConn{s: bs, timeout: cfg.timeout()}, done: make(chan struct{}), peers: bs.RemoteAddr().String()}
-	var recv qp.Receiver
+	var l link
 	var err error
-	if tr == transportTCP {
-		s.tr = TransportTCP
-		recv, err = acceptTCP(ctx, bs, dataHost, int(h.Paths), region, &cfg)
-	} else {
-		s.tr = TransportVerbs
-		recv, err = acceptVerbs(ctx, bs, region, &cfg)
-	}
-	if err != nil {
+	if s.tr, l, err = acceptTransport(ctx, bs, &h, tr, dataHost, &cfg); err != nil {
 		return nil, err
 	}
-	rs, err := newRecvSide(s, recv, region, &cfg)
+	s.ctrl.in = l.in
+	rs, err := newRecvSide(s, l.recv, l.mem, &cfg)
 	if err != nil {
-		recv.Close()
-		if pooled {
-			putRegion(region)
-		}
+		l.close()
 		return nil, err
 	}
-	rs.pooled = pooled
+	if l.clock != nil {
+		rs.clock = l.clock // the backend stamps completions with it
+	}
+	rs.hold = newMemHold(l.free)
 	s.rcv = rs
 	go s.readLoop(rs.onCtrl)
-	go rs.run()
+	s.loop.Add(1)
+	go func() {
+		defer s.loop.Done()
+		rs.run()
+	}()
 	return s, nil
 }
 
@@ -590,6 +586,3 @@ func recvPaths(r qp.Receiver) []qp.PathInfo {
 	}
 	return nil
 }
-
-// errVerbsUnsupported is returned while sessions cannot run over verbs.
-var errVerbsUnsupported = errors.New("mptx: sessions over verbs are not available in this build; use --transport tcp (or auto)")

@@ -56,9 +56,12 @@ func dialSession(ctx context.Context, bs *bootstrap.Session, addr string, cfg Co
 	want := uint8(transportTCP)
 	switch cfg.Transport {
 	case TransportVerbs:
+		if err := verbsTransport.usable(&cfg); err != nil {
+			return nil, fmt.Errorf("mptx: Config.Transport is verbs, but this host cannot run verbs: %w", err)
+		}
 		want = transportVerbs
 	case TransportAuto, "":
-		if verbsUsable() {
+		if verbsTransport.usable(&cfg) == nil {
 			want |= transportVerbs
 		}
 	}
@@ -81,27 +84,27 @@ func dialSession(ctx context.Context, bs *bootstrap.Session, addr string, cfg Co
 		return nil, err
 	}
 	s := &Session{cfg: cfg, ctrl: ctrl, done: make(chan struct{}), peers: bs.RemoteAddr().String()}
-	var conn qp.Conn
-	var send []byte
-	switch w.Transport {
-	case transportTCP:
-		s.tr = TransportTCP
-		conn, send, err = dialTCP(ctx, addr, w.DataAddr, &cfg)
-	default:
-		s.tr = TransportVerbs
-		conn, send, err = dialVerbs(ctx, bs, &cfg)
-	}
+	tr, l, err := dialTransport(ctx, bs, addr, w, &cfg)
 	if err != nil {
 		return nil, err
 	}
-	ss, err := newSendSide(s, conn, send, &cfg)
+	s.tr, ctrl.in = tr, l.in
+	ss, err := newSendSide(s, l.conn, l.mem, &cfg)
 	if err != nil {
-		conn.Close()
+		l.close()
 		return nil, err
 	}
+	if l.clock != nil {
+		ss.clock = l.clock // the backend stamps completions with it
+	}
+	ss.hold = newMemHold(l.free)
 	s.snd = ss
 	go s.readLoop(ss.onCtrl)
-	go ss.run()
+	s.loop.Add(1)
+	go func() {
+		defer s.loop.Done()
+		ss.run()
+	}()
 	return s, nil
 }
 
@@ -216,6 +219,7 @@ type sendSide struct {
 	nextID atomic.Uint64
 	live   map[multipath.TransferID]*Transfer // loop goroutine only
 	busy   time.Duration
+	hold   *memHold // keeps the send buffer mapped while stagers copy into it
 
 	mu     sync.Mutex // orders do against the loop's exit
 	closed bool       // guarded by mu: the loop has stopped taking commands
@@ -325,6 +329,11 @@ func (s *Session) SendAsync(ctx context.Context, name string, data []byte) (*Tra
 		buf.unpin()
 		return nil, err
 	}
+	if !ss.hold.acquire() {
+		buf.unpin()
+		return nil, ErrSessionClosed
+	}
+	defer ss.hold.drop()
 	t := &Transfer{ID: multipath.TransferID(ss.nextID.Add(1)), Name: name, Size: size, s: ss, data: data, ctx: ctx,
 		done: make(chan struct{}), started: time.Now()}
 	if buf != nil {
@@ -588,6 +597,7 @@ func (ss *sendSide) exit() {
 	if ss.tel != nil {
 		ss.tel.Close(ss.clock.Now())
 	}
+	ss.hold.drop() // the session's own: the queue pairs are gone
 }
 
 // multiRecorder feeds engine events to two recorders.

@@ -13,7 +13,7 @@ import (
 // events stamped with its own clock, and arms one timer at Deadline.
 func ExampleNew() {
 	path := cc.PathInfo{LineRate: 100 * units.Gbps, BaseRTT: 10 * time.Microsecond}
-	alg, err := cc.New("dcqcn", cc.Params{"rate_increase_timer": "55us"}, path)
+	alg, err := cc.New("dcqcn", cc.Params{"profile": "paper", "rate_increase_timer": "55us"}, path)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -24,16 +24,15 @@ func ExampleNew() {
 	alg.OnCNP(cc.CNP{Now: now, Count: 1}) // Rc ← Rc(1 − α/2) with α = 1
 	fmt.Println("after a CNP:", alg.Rate(), "deadline:", alg.Deadline())
 
-	alg.OnTimer(alg.Deadline()) // the alpha timer: α ← (1 − g)α
 	alg.OnTimer(alg.Deadline()) // the rate-increase timer: fast recovery
-	fmt.Println("after two timers:", alg.Rate())
+	fmt.Println("after the timer:", alg.Rate())
 
 	_, err = cc.New("dcqcn", cc.Params{"g": "2"}, path)
 	fmt.Println(err)
 	// Output:
 	// start: 100Gbps deadline: unset
-	// after a CNP: 50Gbps deadline: 1.05ms
-	// after two timers: 75Gbps
+	// after a CNP: 50Gbps deadline: 1.055ms
+	// after the timer: 75Gbps
 	// cc: dcqcn: parameter g = "2": want a number, 0 < g < 1
 }
 

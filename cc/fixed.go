@@ -20,17 +20,20 @@ type FixedConfig struct {
 	Rate units.BitRate
 }
 
-// WithDefaults returns c with its zero fields set to the defaults for path
-// (which must be valid).
-func (c FixedConfig) WithDefaults(path PathInfo) FixedConfig {
-	path, _ = path.withDefaults()
+// WithDefaults returns c with its zero fields set to the defaults for
+// path, or path's error when it is not valid (a zero line rate, say).
+func (c FixedConfig) WithDefaults(path PathInfo) (FixedConfig, error) {
+	path, err := path.withDefaults()
+	if err != nil {
+		return c, err
+	}
 	if c.Window == 0 {
 		c.Window = max(path.BDP(), path.MTU)
 	}
 	if c.Rate == 0 {
 		c.Rate = path.LineRate
 	}
-	return c
+	return c, nil
 }
 
 func (c *FixedConfig) specs(PathInfo) []spec {
@@ -47,7 +50,9 @@ func (c FixedConfig) Validate(path PathInfo) error {
 	if err != nil {
 		return err
 	}
-	c = c.WithDefaults(path)
+	if c, err = c.WithDefaults(path); err != nil {
+		return err
+	}
 	return checkAll("fixed", c.specs(path))
 }
 
@@ -77,7 +82,10 @@ func NewFixed(cfg FixedConfig, path PathInfo) (*Fixed, error) {
 	if err := cfg.Validate(path); err != nil {
 		return nil, err
 	}
-	c := cfg.WithDefaults(path)
+	c, err := cfg.WithDefaults(path)
+	if err != nil {
+		return nil, err
+	}
 	return &Fixed{window: c.Window, rate: c.Rate}, nil
 }
 

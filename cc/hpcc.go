@@ -31,23 +31,36 @@ type HPCCConfig struct {
 	// Range (0, 10s]. Parameter "t".
 	T time.Duration
 	// WAI is W_AI, the additive increase of the window. Default the bytes
-	// that 10 Mb/s × LineRate/25 Gb/s carries in T (run.py ai = 10·bw/25
-	// Mb/s applied to the rate W/T), at least 1 byte. Range [1,
-	// MaxWindow]. Parameter "wai".
+	// AI carries in T, at least 1 byte. Range [1, MaxWindow]. Parameter
+	// "wai"; give it or AI, not both.
 	WAI units.Bytes
-	// MinWindow floors W. Default the bytes 100 Mb/s (HPCC ns-3 RdmaHw
-	// MinRate, or the line rate if slower) carries in T, at least 1 byte.
-	// Range [1, MaxWindow]. Parameter "min_window".
+	// AI is W_AI as a rate, the way HPCC ns-3 takes it (RATE_AI: the
+	// window grows by AI × T): WAI = AI × T when WAI is not given.
+	// Default 10 Mb/s × LineRate/25 Gb/s (run.py ai = 10·bw/25). Range
+	// [1 bit/s, LineRate]. Parameter "ai".
+	AI units.BitRate
+	// MinWindow floors W. Default the bytes MinRate carries in T, but at
+	// least one MTU: a window below one packet would leave a paced path
+	// releasing a packet every several RTTs (HPCC ns-3 floors the rate at
+	// MinRate and always lets a packet out). Range [1, MaxWindow].
+	// Parameter "min_window"; give it or MinRate, not both.
 	MinWindow units.Bytes
+	// MinRate floors W/T when MinWindow is not given. Default 100 Mb/s
+	// (HPCC ns-3 RdmaHw MinRate), or the line rate if slower. Range
+	// (0, LineRate]. Parameter "min_rate".
+	MinRate units.BitRate
 	// MaxWindow caps W. Default W_init = LineRate × T (the paper's initial
 	// and largest window). Parameter "max_window".
 	MaxWindow units.Bytes
 }
 
-// WithDefaults returns c with its zero fields set to the defaults for path
-// (which must be valid).
-func (c HPCCConfig) WithDefaults(path PathInfo) HPCCConfig {
-	path, _ = path.withDefaults()
+// WithDefaults returns c with its zero fields set to the defaults for
+// path, or path's error when it is not valid (a zero line rate, say).
+func (c HPCCConfig) WithDefaults(path PathInfo) (HPCCConfig, error) {
+	path, err := path.withDefaults()
+	if err != nil {
+		return c, err
+	}
 	if c.Eta == 0 {
 		c.Eta = 0.95
 	}
@@ -58,25 +71,34 @@ func (c HPCCConfig) WithDefaults(path PathInfo) HPCCConfig {
 		c.T = path.BaseRTT
 	}
 	t := max(c.T, 1)
-	if c.WAI == 0 {
-		c.WAI = max(scaleRate(path.LineRate, 10*units.Mbps, 25*units.Gbps).BytesIn(t), 1)
+	if c.AI == 0 {
+		c.AI = max(scaleRate(path.LineRate, 10*units.Mbps, 25*units.Gbps), 1)
 	}
-	if c.MinWindow == 0 {
-		c.MinWindow = max(min(100*units.Mbps, path.LineRate).BytesIn(t), 1)
+	if c.WAI == 0 {
+		c.WAI = max(c.AI.BytesIn(t), 1)
+	}
+	if c.MinRate == 0 {
+		c.MinRate = min(100*units.Mbps, path.LineRate)
 	}
 	if c.MaxWindow == 0 {
 		c.MaxWindow = max(path.LineRate.BytesIn(t), 1)
 	}
-	return c
+	if c.MinWindow == 0 { // never above MaxWindow: on a path whose BDP is below one MTU, W is the BDP
+		c.MinWindow = min(max(c.MinRate.BytesIn(t), path.MTU, 1), c.MaxWindow)
+	}
+	return c, nil
 }
 
 func (c *HPCCConfig) specs(path PathInfo) []spec {
+	line := float64(path.LineRate)
 	return []spec{
 		{field: "Eta", param: "eta", kind: kNumber, ptr: &c.Eta, lo: 0, hi: 1, loOpen: true},
 		{field: "MaxStage", param: "max_stage", kind: kInt, ptr: &c.MaxStage, off: true, lo: 0, hi: 1000},
 		{field: "T", param: "t", kind: kDuration, ptr: &c.T, lo: 0, hi: float64(10 * time.Second), loOpen: true},
 		{field: "WAI", param: "wai", kind: kSize, ptr: &c.WAI, lo: 1, hi: inf},
+		{field: "AI", param: "ai", kind: kRate, ptr: &c.AI, lo: 1, hi: line},
 		{field: "MinWindow", param: "min_window", kind: kSize, ptr: &c.MinWindow, lo: 1, hi: inf},
+		{field: "MinRate", param: "min_rate", kind: kRate, ptr: &c.MinRate, lo: 0, hi: line, loOpen: true},
 		{field: "MaxWindow", param: "max_window", kind: kSize, ptr: &c.MaxWindow, lo: 1, hi: inf},
 	}
 }
@@ -88,7 +110,15 @@ func (c HPCCConfig) Validate(path PathInfo) error {
 	if err != nil {
 		return err
 	}
-	c = c.WithDefaults(path)
+	switch {
+	case c.WAI != 0 && c.AI != 0:
+		return fmt.Errorf("cc: hpcc: both WAI = %d bytes (parameter wai) and AI = %v (parameter ai) given; give one (WAI = AI × T)", int64(c.WAI), c.AI)
+	case c.MinWindow != 0 && c.MinRate != 0:
+		return fmt.Errorf("cc: hpcc: both MinWindow = %d bytes (parameter min_window) and MinRate = %v (parameter min_rate) given; give one (MinWindow = max(MinRate × T, MTU))", int64(c.MinWindow), c.MinRate)
+	}
+	if c, err = c.WithDefaults(path); err != nil {
+		return err
+	}
 	if err := checkAll("hpcc", c.specs(path)); err != nil {
 		return err
 	}
@@ -182,7 +212,10 @@ func NewHPCC(cfg HPCCConfig, path PathInfo) (*HPCC, error) {
 	if err := cfg.Validate(path); err != nil {
 		return nil, err
 	}
-	c := cfg.WithDefaults(path)
+	c, err := cfg.WithDefaults(path)
+	if err != nil {
+		return nil, err
+	}
 	h := &HPCC{
 		cfg:      c,
 		tNS:      float64(c.T),

@@ -1,7 +1,9 @@
 package cc
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/mptx-dev/mptx/units"
 	"github.com/mptx-dev/mptx/vtime"
@@ -201,5 +203,48 @@ func TestHPCCHolds(t *testing.T) {
 	}
 	if got := h.Deadline(); got != 0 {
 		t.Errorf("Deadline() = %v, want 0", got)
+	}
+}
+
+// TestHPCCWindowFloor: the default floor is one MTU, however small
+// MinRate × T is (100 Mb/s × 10 µs = 125 B); a rate floor above one MTU
+// wins; AI and MinRate are the rate forms of WAI and MinWindow (HPCC ns-3
+// RATE_AI, MIN_RATE), and giving both forms is an error.
+func TestHPCCWindowFloor(t *testing.T) {
+	for _, tc := range []struct {
+		p           Params
+		minWin, wai units.Bytes
+		wantErr     string
+	}{
+		{Params{}, 4096, 50, ""},
+		{Params{"min_rate": "10Gbps"}, 12500, 50, ""},
+		{Params{"min_rate": "1Mbps", "ai": "800Mbps"}, 4096, 1000, ""},
+		{Params{"min_window": "100"}, 100, 50, ""},
+		{Params{"min_window": "100", "min_rate": "1Gbps"}, 0, 0, "MinWindow"},
+		{Params{"wai": "100", "ai": "1Gbps"}, 0, 0, "WAI"},
+	} {
+		a, err := New("hpcc", tc.p, path100G)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("New(hpcc, %v) = %v, want an error naming %s", tc.p, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("New(hpcc, %v) = %v", tc.p, err)
+		}
+		c := a.(*HPCC).Config()
+		if c.MinWindow != tc.minWin || c.WAI != tc.wai {
+			t.Errorf("New(hpcc, %v): MinWindow %v, WAI %v; want %v, %v", tc.p, c.MinWindow, c.WAI, tc.minWin, tc.wai)
+		}
+	}
+	// A path whose BDP is below one MTU keeps MinWindow ≤ MaxWindow.
+	small := PathInfo{LineRate: units.Gbps, BaseRTT: time.Microsecond, MTU: 4096}
+	h, err := NewHPCC(HPCCConfig{}, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := h.Config(); c.MinWindow != c.MaxWindow || c.MaxWindow != 125 {
+		t.Errorf("1 Gb/s × 1 µs path: MinWindow %v, MaxWindow %v; want both 125B", c.MinWindow, c.MaxWindow)
 	}
 }

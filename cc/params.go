@@ -26,6 +26,7 @@ const (
 	kDuration             // time.Duration: "50us", "1.5ms"
 	kRate                 // units.BitRate: "40Mbps", "25G", "unlimited"
 	kSize                 // units.Bytes: "4KiB", "10MB", "300000", "unlimited"
+	kEnum                 // a named variant: "periodic", "per_cnp"; stored as uint8 1..len(names)
 )
 
 func (k kind) noun() string {
@@ -38,6 +39,8 @@ func (k kind) noun() string {
 		return "a duration such as 50us"
 	case kRate:
 		return "a rate such as 40Mbps"
+	case kEnum:
+		return "one of the names"
 	}
 	return "a size such as 4KiB"
 }
@@ -47,7 +50,10 @@ type spec struct {
 	field string // Go field name in the Config, e.g. "G"
 	param string // registry parameter name, e.g. "g"
 	kind  kind
-	ptr   any // *float64, *int, *time.Duration, *units.BitRate or *units.Bytes
+	ptr   any // *float64, *int, *time.Duration, *units.BitRate, *units.Bytes or *uint8 (kEnum)
+	// names are a kEnum's values: the stored value i (1-based) is names[i-1];
+	// 0 means "the default" and is never given as a parameter.
+	names []string
 	// off: a negative value in the Config means zero (the field's zero
 	// value is taken by "use the default"); the parameter string "0" sets
 	// it.
@@ -73,6 +79,8 @@ func (s spec) value() float64 {
 		v = float64(*p)
 	case *units.Bytes:
 		v = float64(*p)
+	case *uint8:
+		v = float64(*p)
 	default:
 		panic(fmt.Sprintf("cc: BUG: spec %s has pointer type %T", s.field, s.ptr))
 	}
@@ -95,6 +103,8 @@ func (s spec) raw() string {
 		return p.String()
 	case *units.Bytes:
 		return fmt.Sprintf("%d bytes", int64(*p))
+	case *uint8:
+		return strconv.Itoa(int(*p))
 	}
 	return "?"
 }
@@ -116,6 +126,9 @@ func (s spec) format(v float64) string {
 
 // want describes the valid range using name ("0 < G < 1", "F >= 1").
 func (s spec) want(name string) string {
+	if s.kind == kEnum {
+		return name + " one of " + strings.Join(s.names, ", ")
+	}
 	lop, hop := "<=", "<="
 	if s.loOpen {
 		lop = "<"
@@ -156,6 +169,12 @@ func (s spec) inRange(v float64) bool {
 
 // check validates the field's effective value.
 func (s spec) check(alg string) error {
+	if s.kind == kEnum {
+		if v := *s.ptr.(*uint8); v >= 1 && int(v) <= len(s.names) {
+			return nil
+		}
+		return fmt.Errorf("cc: %s: %s = %s (parameter %s), want 0 (the default) or 1..%d (%s)", alg, s.field, s.raw(), s.param, len(s.names), strings.Join(s.names, ", "))
+	}
 	if s.inRange(s.value()) {
 		return nil
 	}
@@ -179,6 +198,14 @@ func (s spec) set(alg, str string) error {
 		return fmt.Errorf("cc: %s: parameter %s = %q: want %s, %s", alg, s.param, str, s.kind.noun(), s.want(s.param))
 	}
 	t := strings.TrimSpace(str)
+	if s.kind == kEnum {
+		i := slices.Index(s.names, t)
+		if i < 0 {
+			return fmt.Errorf("cc: %s: parameter %s = %q: want one of %s", alg, s.param, str, strings.Join(s.names, ", "))
+		}
+		*s.ptr.(*uint8) = uint8(i + 1)
+		return nil
+	}
 	var f float64 // the value, for the sign and range checks
 	var i int64   // the exact value for integer-backed kinds
 	switch s.kind {

@@ -103,7 +103,7 @@ func TestParamsDecode(t *testing.T) {
 		{"RateDecreaseInterval", got.RateDecreaseInterval, time.Duration(-1)},
 		{"Window", got.Window, units.MiB},
 		{"F", got.F, 3},
-		{"RateIncreaseTimer (default)", got.RateIncreaseTimer, 55 * time.Microsecond},
+		{"RateIncreaseTimer (default)", got.RateIncreaseTimer, 300 * time.Microsecond},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -264,21 +264,47 @@ func TestSpecsCoverConfigs(t *testing.T) {
 	}
 }
 
+// must returns v and panics on err (the paths here are valid).
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// TestWithDefaultsRefusesBadPath: WithDefaults reports the path's error
+// instead of defaulting against a zero line rate.
+func TestWithDefaultsRefusesBadPath(t *testing.T) {
+	bad := PathInfo{BaseRTT: usd(10)} // no line rate
+	for name, f := range map[string]func() error{
+		"dcqcn":  func() error { _, err := DCQCNConfig{}.WithDefaults(bad); return err },
+		"timely": func() error { _, err := TimelyConfig{}.WithDefaults(bad); return err },
+		"swift":  func() error { _, err := SwiftConfig{}.WithDefaults(bad); return err },
+		"hpcc":   func() error { _, err := HPCCConfig{}.WithDefaults(bad); return err },
+		"fixed":  func() error { _, err := FixedConfig{}.WithDefaults(bad); return err },
+	} {
+		if err := f(); err == nil || !strings.Contains(err.Error(), "LineRate") {
+			t.Errorf("%s: WithDefaults(no line rate) = %v, want an error naming LineRate", name, err)
+		}
+	}
+}
+
 // TestDefaults pins the documented defaults on a 100 Gb/s, 10 µs path.
 func TestDefaults(t *testing.T) {
-	d := DCQCNConfig{}.WithDefaults(path100G)
+	d := must(DCQCNConfig{}.WithDefaults(path100G))
 	wd := DCQCNConfig{
-		G: 1.0 / 256, InitAlpha: 1, AlphaTimer: usd(50), RateDecreaseInterval: usd(50),
-		RateIncreaseTimer: usd(55), ByteCounter: 10 * units.MB, F: 5,
-		AI: 20 * units.Mbps, HAI: 200 * units.Mbps, MinRate: 100 * units.Mbps, Window: units.MaxBytes,
+		G: 5.0 / 1024, InitAlpha: 1023.0 / 1024, AlphaUpdate: DCQCNAlphaPeriodic, AlphaTimer: usd(1),
+		Decrease: DCQCNDecreaseImmediate, RateDecreaseInterval: usd(4), Clamp: DCQCNClampAfterTimer,
+		Increase: DCQCNIncreaseQCN, RateIncreaseTimer: usd(300), ByteCounter: 32767 * 64, F: 1,
+		AI: 5 * units.Mbps, HAI: 50 * units.Mbps, MinRate: units.Mbps, Window: units.MaxBytes,
 	}
 	if d != wd {
-		t.Errorf("DCQCN defaults = %+v, want %+v", d, wd)
+		t.Errorf("DCQCN defaults = %+v, want %+v (ConnectX firmware)", d, wd)
 	}
-	if got := (DCQCNConfig{}).WithDefaults(PathInfo{LineRate: 25 * units.Gbps, BaseRTT: 1}); got.AI != 5*units.Mbps || got.HAI != 50*units.Mbps {
-		t.Errorf("DCQCN at 25G: AI, HAI = %v, %v, want 5Mbps, 50Mbps", got.AI, got.HAI)
+	if got := must((DCQCNConfig{}).WithDefaults(PathInfo{LineRate: 25 * units.Gbps, BaseRTT: 1})); got.AI != 5*units.Mbps || got.HAI != 50*units.Mbps {
+		t.Errorf("DCQCN at 25G: AI, HAI = %v, %v, want 5Mbps, 50Mbps (absolute, as the firmware's)", got.AI, got.HAI)
 	}
-	m := TimelyConfig{}.WithDefaults(path100G)
+	m := must(TimelyConfig{}.WithDefaults(path100G))
 	wm := TimelyConfig{
 		EWMA: 0.875, TLow: usd(50), THigh: usd(500), Beta: 0.8, Delta: 100 * units.Mbps,
 		HAIThreshold: 5, HAIFactor: 5, MinRTT: usd(10), MinRate: 100 * units.Mbps,
@@ -287,7 +313,7 @@ func TestDefaults(t *testing.T) {
 	if m != wm {
 		t.Errorf("TIMELY defaults = %+v, want %+v", m, wm)
 	}
-	s := SwiftConfig{}.WithDefaults(path100G)
+	s := must(SwiftConfig{}.WithDefaults(path100G))
 	ws := SwiftConfig{
 		AI: 1, Beta: 0.8, MaxMDF: 0.5, BaseTarget: usd(50), HopScale: usd(1), FSRange: usd(250),
 		FSMinCwnd: 0.1, FSMaxCwnd: 100, MinWindow: 40, MaxWindow: units.MiB, InitWindow: 125000,
@@ -296,15 +322,15 @@ func TestDefaults(t *testing.T) {
 	if s != ws {
 		t.Errorf("Swift defaults = %+v, want %+v", s, ws)
 	}
-	if got := (SwiftConfig{}).WithDefaults(PathInfo{LineRate: units.Gbps, BaseRTT: usd(40)}).BaseTarget; got != usd(80) {
+	if got := must((SwiftConfig{}).WithDefaults(PathInfo{LineRate: units.Gbps, BaseRTT: usd(40)})).BaseTarget; got != usd(80) {
 		t.Errorf("Swift BaseTarget on a 40 µs path = %v, want 80µs (2 × BaseRTT)", got)
 	}
-	h := HPCCConfig{}.WithDefaults(path100G)
-	wh := HPCCConfig{Eta: 0.95, MaxStage: 5, T: usd(10), WAI: 50, MinWindow: 125, MaxWindow: 125000}
+	h := must(HPCCConfig{}.WithDefaults(path100G))
+	wh := HPCCConfig{Eta: 0.95, MaxStage: 5, T: usd(10), WAI: 50, AI: 40 * units.Mbps, MinWindow: 4096, MinRate: 100 * units.Mbps, MaxWindow: 125000}
 	if h != wh {
 		t.Errorf("HPCC defaults = %+v, want %+v", h, wh)
 	}
-	f := FixedConfig{}.WithDefaults(path100G)
+	f := must(FixedConfig{}.WithDefaults(path100G))
 	if wf := (FixedConfig{Window: 125000, Rate: 100 * units.Gbps}); f != wf {
 		t.Errorf("Fixed defaults = %+v, want %+v", f, wf)
 	}

@@ -64,10 +64,13 @@ type SwiftConfig struct {
 	RetxResetThreshold int
 }
 
-// WithDefaults returns c with its zero fields set to the defaults for path
-// (which must be valid).
-func (c SwiftConfig) WithDefaults(path PathInfo) SwiftConfig {
-	path, _ = path.withDefaults()
+// WithDefaults returns c with its zero fields set to the defaults for
+// path, or path's error when it is not valid (a zero line rate, say).
+func (c SwiftConfig) WithDefaults(path PathInfo) (SwiftConfig, error) {
+	path, err := path.withDefaults()
+	if err != nil {
+		return c, err
+	}
 	if c.AI == 0 {
 		c.AI = 1
 	}
@@ -104,7 +107,7 @@ func (c SwiftConfig) WithDefaults(path PathInfo) SwiftConfig {
 	if c.RetxResetThreshold == 0 {
 		c.RetxResetThreshold = 5
 	}
-	return c
+	return c, nil
 }
 
 func (c *SwiftConfig) specs(path PathInfo) []spec {
@@ -131,7 +134,9 @@ func (c SwiftConfig) Validate(path PathInfo) error {
 	if err != nil {
 		return err
 	}
-	c = c.WithDefaults(path)
+	if c, err = c.WithDefaults(path); err != nil {
+		return err
+	}
 	if err := checkAll("swift", c.specs(path)); err != nil {
 		return err
 	}
@@ -218,7 +223,10 @@ func NewSwift(cfg SwiftConfig, path PathInfo) (*Swift, error) {
 	if err := cfg.Validate(path); err != nil {
 		return nil, err
 	}
-	c := cfg.WithDefaults(path)
+	c, err := cfg.WithDefaults(path)
+	if err != nil {
+		return nil, err
+	}
 	mtu := float64(path.MTU)
 	s := &Swift{
 		cfg:         c,

@@ -62,10 +62,13 @@ type TimelyConfig struct {
 	Window units.Bytes
 }
 
-// WithDefaults returns c with its zero fields set to the defaults for path
-// (which must be valid).
-func (c TimelyConfig) WithDefaults(path PathInfo) TimelyConfig {
-	path, _ = path.withDefaults()
+// WithDefaults returns c with its zero fields set to the defaults for
+// path, or path's error when it is not valid (a zero line rate, say).
+func (c TimelyConfig) WithDefaults(path PathInfo) (TimelyConfig, error) {
+	path, err := path.withDefaults()
+	if err != nil {
+		return c, err
+	}
 	if c.EWMA == 0 {
 		c.EWMA = 0.875
 	}
@@ -99,7 +102,7 @@ func (c TimelyConfig) WithDefaults(path PathInfo) TimelyConfig {
 	if c.Window == 0 {
 		c.Window = units.MaxBytes
 	}
-	return c
+	return c, nil
 }
 
 func (c *TimelyConfig) specs(path PathInfo) []spec {
@@ -126,7 +129,9 @@ func (c TimelyConfig) Validate(path PathInfo) error {
 	if err != nil {
 		return err
 	}
-	c = c.WithDefaults(path)
+	if c, err = c.WithDefaults(path); err != nil {
+		return err
+	}
 	if err := checkAll("timely", c.specs(path)); err != nil {
 		return err
 	}
@@ -199,7 +204,10 @@ func NewTimely(cfg TimelyConfig, path PathInfo) (*Timely, error) {
 	if err := cfg.Validate(path); err != nil {
 		return nil, err
 	}
-	c := cfg.WithDefaults(path)
+	c, err := cfg.WithDefaults(path)
+	if err != nil {
+		return nil, err
+	}
 	return &Timely{
 		cfg:     c,
 		ewma:    c.EWMA,

@@ -63,6 +63,15 @@ type Row struct {
 	RetxBytes     int64   `json:"retx_bytes"`
 	MaxQueueBytes int64   `json:"max_queue_bytes"`
 
+	// TxData, TxAck, TxCNP and TxPFC are the link transmissions of the
+	// run: frames of each kind (ACK counts ACKs and NAKs) summed over
+	// every port that sent them, one per link crossed, so that a run can
+	// be put next to another simulator's on equal work.
+	TxData uint64 `json:"tx_data_frames"`
+	TxAck  uint64 `json:"tx_ack_frames"`
+	TxCNP  uint64 `json:"tx_cnp_frames"`
+	TxPFC  uint64 `json:"tx_pfc_frames"`
+
 	SimTimeUs float64 `json:"sim_time_us"` // virtual time the run ended at
 	Events    uint64  `json:"events"`
 	// WallMs is the run's wall-clock time; it is the one field that varies

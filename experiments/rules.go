@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mptx-dev/mptx/sim"
 	"github.com/mptx-dev/mptx/units"
 )
 
@@ -165,14 +166,30 @@ func (v *validator) switchChecks() error {
 	if e.KMax > v.s.Switch.Buffer {
 		return v.fail("switch.ecn.kmax", e.KMax.String(), exceedsBuffer(v.s))
 	}
+	for i, r := range e.ByRate {
+		f := fmt.Sprintf("switch.ecn.by_rate[%d]", i)
+		switch {
+		case r.Rate < units.Gbps || r.Rate > 1600*units.Gbps:
+			return v.fail(f+".rate", r.Rate.String(), "want a link rate in [1Gbps, 1600Gbps]")
+		case r.KMin < 0 || r.KMax <= r.KMin || r.KMax > v.s.Switch.Buffer:
+			return v.fail(f+".kmax", r.KMax.String(), "want kmin < kmax <= switch.buffer")
+		case !(r.PMax > 0 && r.PMax <= 1):
+			return v.fail(f+".pmax", fmtFloat(r.PMax), "want a probability in (0, 1]")
+		}
+		for _, o := range e.ByRate[:i] {
+			if o.Rate == r.Rate {
+				return v.fail(f+".rate", r.Rate.String(), "listed twice")
+			}
+		}
+	}
 	return nil
 }
 
 var nicRules = []rule{
 	field[units.Bytes]{path: "nic.mtu", get: func(s *Spec) *units.Bytes { return &s.NIC.MTU }, def: constant[units.Bytes](4096),
-		ok: func(_ *Spec, x units.Bytes) bool {
-			return x == 256 || x == 512 || x == 1024 || x == 2048 || x == 4096
-		}, want: msg("want an IB path MTU: 256, 512, 1024, 2048 or 4096 bytes")},
+		ok: within[units.Bytes](256, sim.MaxMTU), want: msg(fmt.Sprintf("want a payload of 256 to %d bytes", sim.MaxMTU))},
+	field[units.Bytes]{path: "nic.header", get: func(s *Spec) *units.Bytes { return &s.NIC.Header },
+		ok: within[units.Bytes](0, 1024), want: msg("want 0 (RoCEv2 framing) or header bytes in [1, 1024]")},
 	field[int]{path: "nic.ack_every", get: func(s *Spec) *int { return &s.NIC.AckEvery }, def: constant(4),
 		ok: within(1, 65536), want: msg("want packets per ACK in [1, 65536]")},
 	field[Duration]{path: "nic.cnp_interval", get: func(s *Spec) *Duration { return &s.NIC.CNPInterval },
@@ -189,7 +206,10 @@ var nicRules = []rule{
 }
 
 func (v *validator) nicChecks() error {
-	return v.ccParams("nic.dcqcn", "dcqcn", v.s.NIC.DCQCN)
+	if err := v.ccParams("nic.dcqcn", "dcqcn", v.s.NIC.DCQCN); err != nil {
+		return err
+	}
+	return v.ccParams("nic.hpcc", "hpcc", v.s.NIC.HPCC)
 }
 
 var stopRules = []rule{

@@ -30,10 +30,18 @@ import (
 //
 // The policy maps onto the stack as follows: cc names the engine's
 // software congestion control; nic-dcqcn runs the NIC's DCQCN reaction
-// point with the software CC fixed at an unlimited window and rate; none
-// runs neither. paths is the QPs per tensor connection (background flows
-// use one), chunk the engine's chunk size, pacing the engine's token
-// buckets and path_policy its path selection. hpcc turns on switch INT.
+// point (per packet and CNP) and nic-hpcc the NIC's HPCC (per ACK), with
+// the software CC fixed at an unlimited window and rate (HPCC's window
+// makes the NIC request an ACK for every packet, whose INT it reads);
+// none runs neither. paths is the QPs per tensor connection (background flows use
+// one), chunk the engine's chunk size, pacing the engine's token buckets
+// and path_policy its path selection. hpcc and nic-hpcc turn on switch
+// INT.
+//
+// Time series are sampled from the first flow's start (ns-3 flow files
+// start at 2 s), every sample.interval until a series holds 2·MaxPoints
+// points, then at twice the period with neighbouring points merged, so a
+// run's series take bounded memory however long it runs.
 //
 // A flow's completion time runs from its start to the sender's last
 // acknowledgement (as HPCC ns-3's fct.txt). Its ideal is the same flow
@@ -51,8 +59,15 @@ func SimRun(ctx context.Context, run Run) (*Result, error) {
 	return r.execute()
 }
 
-// wireOverhead is the bytes each data packet adds on the wire.
-const wireOverhead = sim.DataHeaders + sim.WireOverhead
+// wireOverhead returns the bytes each data packet adds on the wire: its
+// headers (RoCEv2's unless nic.header sets another's) and preamble and
+// gap.
+func wireOverhead(n *NICConfig) Size {
+	if n.Header > 0 {
+		return n.Header + sim.WireOverhead
+	}
+	return sim.DataHeaders + sim.WireOverhead
+}
 
 type simRun struct {
 	ctx  context.Context
@@ -142,12 +157,12 @@ func newSimRun(ctx context.Context, run Run) (*simRun, error) {
 	r.startV = make([]vtime.Time, len(r.tr.Flows))
 	r.trigSeen = make([]int, len(r.tr.Triggers))
 	r.trigFlows = make([][]int, len(r.tr.Triggers))
-	mtu := s.NIC.MTU
+	mtu, wo := s.NIC.MTU, wireOverhead(&s.NIC)
 	paths := map[[2]int]PathInfo{}
 	for i, f := range r.tr.Flows {
 		p, ok := paths[[2]int{f.Src, f.Dst}]
 		if !ok {
-			p, _ = r.g.Path(f.Src, f.Dst, mtu+wireOverhead)
+			p, _ = r.g.Path(f.Src, f.Dst, mtu+wo)
 			paths[[2]int{f.Src, f.Dst}] = p
 		}
 		ideal := time.Duration(0)
@@ -155,8 +170,8 @@ func newSimRun(ctx context.Context, run Run) (*simRun, error) {
 			// Store and forward: the first frame crosses every hop (in
 			// BaseRTT), the rest follow it at the bottleneck rate.
 			pkts := (f.Size-1)/mtu + 1
-			first := min(f.Size, mtu) + wireOverhead
-			ideal = p.BaseRTT + p.Bottleneck.TxTime(f.Size+pkts*wireOverhead-first)
+			first := min(f.Size, mtu) + wo
+			ideal = p.BaseRTT + p.Bottleneck.TxTime(f.Size+pkts*wo-first)
 		}
 		r.flows[i] = FlowResult{ID: f.ID, Src: f.Src, Dst: f.Dst, Size: int64(f.Size), Class: f.Class,
 			StartNs: int64(f.Start), IdealNs: int64(ideal), PG: f.PG, DPort: f.DPort}
@@ -181,7 +196,8 @@ func newSimRun(ctx context.Context, run Run) (*simRun, error) {
 // switch, NIC, watchdog and ECN settings and the policy's INT.
 func (r *simRun) buildFabric() error {
 	s := r.spec
-	sw := sim.SwitchConfig{Buffer: s.Switch.Buffer, Lossy: !*s.Switch.PFC.Enabled, INT: r.run.Policy.CC == "hpcc"}
+	intOn := r.run.Policy.CC == "hpcc" || r.run.Policy.CC == CCNICHPCC
+	sw := sim.SwitchConfig{Buffer: s.Switch.Buffer, Lossy: !*s.Switch.PFC.Enabled, INT: intOn}
 	p := s.Switch.PFC
 	if p.XOFF > 0 {
 		sw.PFC.XOff, sw.PFC.XOn = p.XOFF, p.XOFF-p.Hysteresis
@@ -193,6 +209,7 @@ func (r *simRun) buildFabric() error {
 		MTU: s.NIC.MTU, AckEvery: s.NIC.AckEvery, CNPInterval: sim.FromDuration(s.NIC.CNPInterval.D()),
 		NAKInterval: sim.FromDuration(s.NIC.NAKInterval.D()), AckTimeout: s.NIC.AckTimeout,
 		RetryCount: *s.NIC.RetryCount, MaxSendWR: s.NIC.SendQueue,
+		Header: s.NIC.Header, AckInDataClass: s.NIC.AckInDataClass,
 	}
 	if nic.RetryCount == 0 {
 		nic.RetryCount = -1 // sim: -1 is "no retries", 0 the default
@@ -203,9 +220,13 @@ func (r *simRun) buildFabric() error {
 	if nic.NAKInterval == 0 {
 		nic.NAKInterval = sim.Picosecond
 	}
-	if r.run.Policy.CC == CCNICDCQCN {
+	switch r.run.Policy.CC {
+	case CCNICDCQCN:
 		params := cc.Params(s.NIC.DCQCN)
 		nic.RateControl = func(path cc.PathInfo) (cc.Algorithm, error) { return cc.New("dcqcn", params, path) }
+	case CCNICHPCC:
+		params := cc.Params(s.NIC.HPCC)
+		nic.RateControl = func(path cc.PathInfo) (cc.Algorithm, error) { return cc.New("hpcc", params, path) }
 	}
 	wd := s.Switch.PFC.Watchdog
 	c := topo.Common{
@@ -214,6 +235,11 @@ func (r *simRun) buildFabric() error {
 	}
 	if e := s.Switch.ECN; *e.Enabled {
 		c.ECN = func(rate units.BitRate) *sim.ECNConfig {
+			for _, b := range e.ByRate { // switch.ecn.by_rate: per link rate, as ns-3's KMIN/KMAX maps
+				if b.Rate == rate {
+					return &sim.ECNConfig{Kmin: b.KMin, Kmax: b.KMax, Pmax: b.PMax}
+				}
+			}
 			if e.KMin != 0 {
 				return &sim.ECNConfig{Kmin: e.KMin, Kmax: e.KMax, Pmax: e.PMax}
 			}
@@ -255,7 +281,7 @@ func (r *simRun) openConns() error {
 			Pacing: multipath.PacingConfig{Disabled: !pol.Pacing},
 			Seed:   uint64(r.run.Seed)<<20 + uint64(len(r.conns)),
 		}
-		if pol.CC == CCNICDCQCN || pol.CC == CCNone {
+		if pol.CC == CCNICDCQCN || pol.CC == CCNICHPCC || pol.CC == CCNone {
 			eng.CC, eng.CCParams = "fixed", cc.Params{"window": "unlimited", "rate": "unlimited"}
 		}
 		c := &simConn{key: k, conn: conn}
@@ -422,6 +448,10 @@ func (r *simRun) collect() *Result {
 	var paused sim.Time
 	for _, p := range ports {
 		c := p.Counters()
+		row.TxData += c.TxData
+		row.TxAck += c.TxAck
+		row.TxCNP += c.TxCNP
+		row.TxPFC += c.TxPFC
 		row.PFCPauses += c.PauseSent
 		paused += c.PausedTime
 		row.ECNMarks += c.ECNMarks
@@ -443,22 +473,29 @@ func (r *simRun) collect() *Result {
 	return &Result{Row: row, Description: r.spec.Description, Flows: r.flows, Series: r.samp.series()}
 }
 
-// sampler records the run's time series every sample.interval.
+// sampler records the run's time series: from the first flow's start,
+// every interval, doubling the interval (and merging neighbouring points)
+// whenever a series reaches 2·MaxPoints points.
 type sampler struct {
 	r        *simRun
 	interval sim.Time
+	smp      *sim.Sampler
 	t        []float64
 
-	// throughput: up to maxTraces paths of the first connections
-	tp  []pathRef
-	tpB [][]units.Bytes // cumulative bytes received in order, per sample
-	tpV [][]float64
+	// throughput: up to maxTraces paths of the first connections, from
+	// the payload accepted in order over the last tpWindow samples
+	tp   []pathRef
+	tpB  [][tpWindow + 1]units.Bytes // ring of cumulative bytes per path
+	tpT  [tpWindow + 1]sim.Time      // the ring's sample instants
+	tpN  int                         // samples in the ring
+	tpV  [][]float64
+	last sim.Time
 
 	// window and rate: the paths of the first tensor connection
 	cc       *simConn
 	win, rat [][]float64
 
-	// queues: every switch port
+	// queues: every switch port (the deepest are kept at the end)
 	ports []*sim.Port
 	qV    [][]float64
 }
@@ -474,6 +511,13 @@ type pathRef struct {
 	path int
 }
 
+// sampleStart starts the sampler at the first flow's start.
+type sampleStart struct{ s *sampler }
+
+func (e *sampleStart) Fire(now sim.Time) {
+	e.s.smp = sim.NewSampler(e.s.r.w, e.s.interval, e.s.sample)
+}
+
 func newSampler(r *simRun) *sampler {
 	sa := r.spec.Sample
 	s := &sampler{r: r, interval: sim.FromDuration(sa.Interval.D())}
@@ -483,7 +527,7 @@ func newSampler(r *simRun) *sampler {
 				s.tp = append(s.tp, pathRef{c, p})
 			}
 		}
-		s.tpB = make([][]units.Bytes, len(s.tp))
+		s.tpB = make([][tpWindow + 1]units.Bytes, len(s.tp))
 		s.tpV = make([][]float64, len(s.tp))
 	}
 	if *sa.CC {
@@ -503,7 +547,13 @@ func newSampler(r *simRun) *sampler {
 		s.qV = make([][]float64, len(s.ports))
 	}
 	if len(s.tp) > 0 || s.cc != nil || len(s.ports) > 0 {
-		sim.NewSampler(r.w, s.interval, s.sample)
+		first, any := time.Duration(0), false
+		for _, f := range r.tr.Flows {
+			if f.Trigger == 0 && (!any || f.Start < first) {
+				first, any = f.Start, true
+			}
+		}
+		r.w.At(sim.Start+sim.FromDuration(first), &sampleStart{s})
 	}
 	return s
 }
@@ -512,35 +562,69 @@ func (s *sampler) sample(now sim.Time) {
 	s.t = append(s.t, float64(now-sim.Start)/float64(sim.Microsecond))
 	// Throughput is the payload the path's responder accepted in order
 	// over the last tpWindow samples (packet-grained, unlike chunk acks).
-	k := len(s.t) - 1
-	span := min(k+1, tpWindow)
-	secs := float64(span) * float64(s.interval) / float64(sim.Second)
+	slot := s.tpN % (tpWindow + 1)
+	old := (s.tpN + 1) % (tpWindow + 1) // the oldest sample in a full ring
+	if s.tpN < tpWindow+1 {
+		old = 0
+	}
+	s.tpT[slot] = now
 	for i, pr := range s.tp {
 		b := units.Bytes(pr.c.conn.PeerQPs()[pr.path].Counters().RxBytes)
-		s.tpB[i] = append(s.tpB[i], b)
-		prev := units.Bytes(0)
-		if k >= tpWindow {
-			prev = s.tpB[i][k-tpWindow]
+		s.tpB[i][slot] = b
+		prevB, prevT := units.Bytes(0), s.last
+		if s.tpN > 0 {
+			prevB, prevT = s.tpB[i][old], s.tpT[old]
 		}
-		s.tpV[i] = append(s.tpV[i], float64(b-prev)*8/secs/1e9)
+		if s.tpN == 0 {
+			prevT = now - s.interval
+		}
+		secs := (now - prevT).Seconds()
+		v := 0.0
+		if secs > 0 {
+			v = float64(b-prevB) * 8 / secs / 1e9
+		}
+		s.tpV[i] = append(s.tpV[i], v)
 	}
+	s.tpN++
+	s.last = now
 	if s.cc != nil {
-		nicCC := s.r.run.Policy.CC == CCNICDCQCN
+		nicCC := s.r.run.Policy.CC == CCNICDCQCN || s.r.run.Policy.CC == CCNICHPCC
 		for p := range s.win {
 			st := s.cc.snd.Engine().Stats(p)
-			rate := st.Rate
+			rate, win := st.Rate, st.Window
 			if nicCC {
 				if a := s.cc.conn.QPs()[p].CC(); a != nil {
-					rate = a.Rate()
+					rate, win = a.Rate(), a.Window()
 				}
 			}
-			s.win[p] = append(s.win[p], finite(float64(st.Window), float64(units.MaxBytes)))
+			s.win[p] = append(s.win[p], finite(float64(win), float64(units.MaxBytes)))
 			s.rat[p] = append(s.rat[p], finite(float64(rate), float64(units.Unlimited))/1e9)
 		}
 	}
 	for i, p := range s.ports {
 		s.qV[i] = append(s.qV[i], float64(p.Queue()))
 	}
+	if len(s.t) >= 2*MaxPoints {
+		s.compact()
+	}
+}
+
+// compact merges neighbouring points (means; maxima for queues) and
+// doubles the sampling interval, so a series never holds more than
+// 2·MaxPoints points.
+func (s *sampler) compact() {
+	s.t = bucket(s.t, 2, false)
+	for i := range s.tpV {
+		s.tpV[i] = bucket(s.tpV[i], 2, false)
+	}
+	for p := range s.win {
+		s.win[p], s.rat[p] = bucket(s.win[p], 2, false), bucket(s.rat[p], 2, false)
+	}
+	for i := range s.qV {
+		s.qV[i] = bucket(s.qV[i], 2, true)
+	}
+	s.interval *= 2
+	s.smp.SetEvery(s.interval)
 }
 
 // bucket reduces every step consecutive values to their mean (or maximum),
@@ -601,6 +685,10 @@ func (s *sampler) series() *Series {
 		s.t = t
 	}
 	out := &Series{IntervalUs: float64(s.interval) / float64(sim.Microsecond) * float64(step)}
+	if len(s.t) > 1 {
+		// After compaction the points are the merged ones; report their spacing.
+		out.IntervalUs = (s.t[len(s.t)-1] - s.t[0]) / float64(len(s.t)-1)
+	}
 	for i, pr := range s.tp {
 		out.Throughput = append(out.Throughput, trace(fmt.Sprintf("h%d→h%d qp%d", pr.c.key.src, pr.c.key.dst, pr.path), s.t, s.tpV[i]))
 	}

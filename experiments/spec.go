@@ -260,14 +260,34 @@ type ECNConfig struct {
 	KMax Size `yaml:"kmax" json:"kmax"`
 	// PMax is the marking probability at KMax; default 0.2 (HPCC ns-3).
 	PMax float64 `yaml:"pmax" json:"pmax"`
+	// ByRate gives ports of a listed link rate their own thresholds, as
+	// HPCC ns-3's KMIN_MAP/KMAX_MAP/PMAX_MAP do; other ports use the
+	// fields above.
+	ByRate []ECNRate `yaml:"by_rate" json:"by_rate,omitempty"`
+}
+
+// ECNRate is one link rate's RED thresholds.
+type ECNRate struct {
+	Rate Rate    `yaml:"rate" json:"rate"`
+	KMin Size    `yaml:"kmin" json:"kmin"`
+	KMax Size    `yaml:"kmax" json:"kmax"`
+	PMax float64 `yaml:"pmax" json:"pmax"`
 }
 
 // NICConfig configures every simulated NIC (a RoCEv2 RNIC with RC queue
 // pairs and go-back-N loss recovery).
 type NICConfig struct {
-	// MTU is the RoCE payload per packet: 256, 512, 1024, 2048 or 4096
-	// (the IB path MTUs); default 4096.
+	// MTU is the payload per packet: 256 to 9216 bytes (the simulator
+	// takes any payload, so another simulator's 1000 or 4000 runs as is;
+	// RoCE NICs use the IB path MTUs 256–4096); default 4096.
 	MTU Size `yaml:"mtu" json:"mtu"`
+	// Header is the header bytes of every data packet: 0 (the default)
+	// for RoCEv2 framing (62 bytes, plus RETH/ImmDt), or 1–1024 for
+	// another simulator's (HPCC ns-3 48, htsim 64).
+	Header Size `yaml:"header" json:"header,omitempty"`
+	// AckInDataClass sends ACKs, NAKs and CNPs in the data class instead
+	// of the strict-priority control class (HPCC ns-3 ACK_HIGH_PRIO 0).
+	AckInDataClass bool `yaml:"ack_in_data_class" json:"ack_in_data_class,omitempty"`
 	// AckEvery makes the responder acknowledge every AckEvery packets (and
 	// every message's last); default 4.
 	AckEvery int `yaml:"ack_every" json:"ack_every"`
@@ -290,6 +310,9 @@ type NICConfig struct {
 	// DCQCN holds the NIC's own DCQCN parameters, used by the nic-dcqcn
 	// policy (names as the cc registry's dcqcn takes them).
 	DCQCN map[string]string `yaml:"dcqcn" json:"dcqcn,omitempty"`
+	// HPCC holds the NIC's own HPCC parameters, used by the nic-hpcc
+	// policy (names as the cc registry's hpcc takes them).
+	HPCC map[string]string `yaml:"hpcc" json:"hpcc,omitempty"`
 }
 
 // Workload kinds.
@@ -370,9 +393,12 @@ type Workload struct {
 }
 
 // CC policy names accepted in matrix.cc. "nic-dcqcn" runs the simulated
-// NIC's DCQCN with the software CC fixed at line rate; "none" runs neither.
+// NIC's DCQCN (per packet and per CNP) and "nic-hpcc" its HPCC (per ACK,
+// with switch INT), each with the software CC fixed at line rate; "none"
+// runs neither.
 const (
 	CCNICDCQCN = "nic-dcqcn"
+	CCNICHPCC  = "nic-hpcc"
 	CCNone     = "none"
 )
 
@@ -380,7 +406,7 @@ const (
 var SoftwareCCs = []string{"dcqcn", "timely", "swift", "hpcc", "fixed"}
 
 // CCNames are every value matrix.cc accepts.
-var CCNames = append(append([]string(nil), SoftwareCCs...), CCNICDCQCN, CCNone)
+var CCNames = append(append([]string(nil), SoftwareCCs...), CCNICDCQCN, CCNICHPCC, CCNone)
 
 // PathPolicies are the multipath engine's path-selection policies.
 var PathPolicies = []string{"congestion-aware", "round-robin", "random", "min-rtt", "p2c"}

@@ -22,8 +22,15 @@ for pkg in ./qp/verbs ./test/rxe; do
 done
 echo "rxe-test: built in $(awk -v a="$T0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')s"
 export MPTX_RXE_SHARE=$SHARE
+# The host's load while the VM runs (TCG throughput follows it): sampled
+# every 5 s into the share, where the throughput tests quote it.
+: >"$SHARE/host-load.txt"
+( while :; do echo "$(date +%T) $(cut -d' ' -f1-3 /proc/loadavg)" >>"$SHARE/host-load.txt"; sleep 5; done ) &
+sampler=$!
+trap 'kill $sampler 2>/dev/null || true' EXIT
 rc=0
 bash test/rxe/vm.sh test/rxe/job.sh "${MPTX_RXE_RUN:-}" || rc=$?
 [ -f "$SHARE/results/summary.txt" ] && cat "$SHARE/results/summary.txt"
 cat "$SHARE/vm-timing.txt" 2>/dev/null || true
+awk '{n++; s+=$2; if ($2>m) m=$2} END {if (n) printf "host load (1-min average) during the run: mean %.1f, max %.1f over %d samples\n", s/n, m, n}' "$SHARE/host-load.txt"
 exit $rc

@@ -199,9 +199,20 @@ func (c *SwitchConfig) withDefaults() (SwitchConfig, error) {
 
 // NICConfig configures a NIC (one RoCE port) and the QPs it creates.
 type NICConfig struct {
-	// MTU is the payload bytes per data packet: 256, 512, 1024, 2048 or
-	// 4096 (the IB path MTUs); 0 means 4096.
+	// MTU is the payload bytes per data packet, any value from 256 to
+	// 9216 (a 9 KB jumbo frame), so that other simulators' payloads run
+	// unchanged (HPCC ns-3 uses 1000, htsim 4000); 0 means 4096. (Real
+	// RoCE NICs take only the IB path MTUs 256 to 4096; qp/verbs keeps
+	// that set.)
 	MTU units.Bytes
+	// Header is the header bytes of every data packet. 0 means RoCEv2
+	// framing: 62 bytes (Ethernet, IPv4, UDP, BTH, ICRC, FCS), plus the
+	// RETH on a message's first packet and the ImmDt on a WRITE WITH
+	// IMM's last (see the package documentation). Any other value, 1 to
+	// 1024, is another simulator's framing: every data packet is exactly
+	// Header + payload bytes (HPCC ns-3 counts 48, htsim 64); ACKs, NAKs
+	// and CNPs keep their RoCEv2 sizes.
+	Header units.Bytes
 	// AckEvery makes the responder acknowledge every AckEvery in-order
 	// packets, and always the last packet of a message; 0 means 4.
 	AckEvery int
@@ -237,16 +248,33 @@ type NICConfig struct {
 	// configuration (zero fields take its defaults). Together with the
 	// switches' ECN and the responders' CNPs this is "NIC DCQCN only".
 	DCQCN *cc.DCQCNConfig
+	// HPCC, when RateControl and DCQCN are nil, enables NIC-level HPCC on
+	// every QP (cc.NewHPCC with this configuration): the NIC feeds it the
+	// INT of every ACK, as HPCC's reference implementation reacts per ACK
+	// (Li et al., SIGCOMM'19 §4; HPCC ns-3 RdmaHw::HandleAckHp), and
+	// paces at W/T with W bytes in flight at most. The switches must stamp
+	// INT (SwitchConfig.INT).
+	HPCC *cc.HPCCConfig
+	// AckInDataClass sends ACKs, NAKs and CNPs in the data class, behind
+	// the data in every switch queue and subject to PFC pauses, instead of
+	// the strict-priority control class (HPCC ns-3 ACK_HIGH_PRIO 0). At
+	// the NIC they still go before data.
+	AckInDataClass bool
 }
+
+// MaxMTU is the largest NICConfig.MTU: a 9 KB jumbo frame's payload.
+const MaxMTU = 9216
 
 func (c *NICConfig) withDefaults() (NICConfig, error) {
 	d := *c
-	switch d.MTU {
-	case 0:
+	if d.MTU == 0 {
 		d.MTU = DefaultMTU
-	case 256, 512, 1024, 2048, 4096:
-	default:
-		return d, fmt.Errorf("sim: NICConfig.MTU = %d (valid: 0 for 4096, or 256, 512, 1024, 2048, 4096)", c.MTU)
+	}
+	if d.MTU < 256 || d.MTU > MaxMTU {
+		return d, fmt.Errorf("sim: NICConfig.MTU = %d bytes (valid: 0 for 4096, or 256..%d)", int64(c.MTU), MaxMTU)
+	}
+	if d.Header < 0 || d.Header > 1024 {
+		return d, fmt.Errorf("sim: NICConfig.Header = %d bytes (valid: 0 for RoCEv2 framing, or 1..1024)", int64(c.Header))
 	}
 	if d.AckEvery == 0 {
 		d.AckEvery = 4
@@ -284,9 +312,14 @@ func (c *NICConfig) withDefaults() (NICConfig, error) {
 	if d.MaxSendWR < 1 || d.MaxSendWR > 1<<20 {
 		return d, fmt.Errorf("sim: NICConfig.MaxSendWR = %d (valid: 0 for 1024, or 1..1048576)", c.MaxSendWR)
 	}
-	if d.RateControl == nil && d.DCQCN != nil {
+	switch {
+	case d.RateControl != nil:
+	case d.DCQCN != nil:
 		dc := *d.DCQCN
 		d.RateControl = func(path cc.PathInfo) (cc.Algorithm, error) { return cc.NewDCQCN(dc, path) }
+	case d.HPCC != nil:
+		hc := *d.HPCC
+		d.RateControl = func(path cc.PathInfo) (cc.Algorithm, error) { return cc.NewHPCC(hc, path) }
 	}
 	if d.INTHeader < 0 || d.INTHeader > 1024 {
 		return d, fmt.Errorf("sim: NICConfig.INTHeader = %v (valid: 0..1024)", c.INTHeader)

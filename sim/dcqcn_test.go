@@ -43,10 +43,12 @@ type dcqcnResult struct {
 func dcqcnIncast(t *testing.T, n int, stagger, from, to sim.Time) dcqcnResult {
 	t.Helper()
 	w := sim.NewWorld(11)
+	paper, err := cc.DCQCNProfile("paper", cc.PathInfo{LineRate: 100 * units.Gbps, BaseRTT: 10 * sim.Microsecond.Duration()})
+	mustT(t, err)
 	tr := &cnpTracer{times: map[uint32][]sim.Time{}}
 	w.SetTracer(tr)
 	tp, err := topo.Star(w, topo.StarConfig{
-		Common: topo.Common{ECNByRate: true, NIC: sim.NICConfig{DCQCN: &cc.DCQCNConfig{}}},
+		Common: topo.Common{ECNByRate: true, NIC: sim.NICConfig{DCQCN: &paper}},
 		Hosts:  n + 1,
 	})
 	mustT(t, err)
@@ -86,7 +88,7 @@ func dcqcnIncast(t *testing.T, n int, stagger, from, to sim.Time) dcqcnResult {
 // with NIC DCQCN they converge to a fair share and the queue settles in
 // the RED band.
 //
-// With the cc package's DCQCN defaults (g = 1/256, 55 µs increase timer)
+// With the paper's DCQCN (profile "paper": g = 1/256, 55 µs increase timer)
 // the latecomers catch up within about 30 ms, so we measure over
 // [40 ms, 50 ms].
 //

@@ -11,7 +11,7 @@
 // the packet pool. Time is a Time: int64 picoseconds, exact for every
 // Ethernet rate (a Serialiser carries the sub-picosecond remainder at rates
 // that do not divide 8·10¹², so nothing drifts at 400 or 800 Gb/s). The
-// event list is a timing wheel (1.024 ns buckets, 8.4 µs horizon) backed by
+// event list is a timing wheel (256 ps buckets, 4.2 µs horizon) backed by
 // a 4-ary heap for farther events; ties fire in scheduling order (FIFO by
 // sequence number). Anything with a Fire(now) method is a Handler and can be
 // scheduled with World.At. Elements keep at most one live event of each
@@ -60,8 +60,13 @@
 //     round-robin arbiter at line rate over QPs that have data, are within
 //     their hardware rate limit (ibv_modify_qp_rate_limit) and within their
 //     NIC congestion controller (optional NIC-level DCQCN, the cc package's
-//     reaction point). Responders accept in PSN order only, NAK the first
-//     gap (again after NAKInterval), ACK every AckEvery packets and every
+//     reaction point driven per packet and per CNP, or NIC-level HPCC
+//     driven by the INT of every ACK; a rate change re-paces the next
+//     packet, as HPCC ns-3's RdmaHw does). Responders accept in PSN order only, NAK the first
+//     gap (again after NAKInterval), ACK every AckEvery packets, every packet
+//     with the AckReq bit (which a requester sets on every packet when its
+//     NIC congestion controller has a window, so that the window is
+//     ACK-clocked) and every
 //     message end, send a CNP for CE-marked arrivals at most once per
 //     CNPInterval (50 µs) per QP, and report WRITE WITH IMM arrivals.
 //     Requesters retransmit go-back-N on NAK or after the RC ACK timeout
@@ -75,7 +80,9 @@
 //   - Topologies: sim/topo builds dumbbell, star, leaf-spine (any size and
 //     oversubscription, optionally rail-optimised), fat-tree(k) and
 //     multi-rail planes; Network.Build computes shortest-path ECMP tables.
-//   - Counters: per port (PortCounters: bytes, packets, pause frames sent
+//   - Counters: per port (PortCounters: bytes, frames by kind — data,
+//     ACK/NAK, CNP, PFC — so that a run's work compares with another
+//     simulator's, pause frames sent
 //     and received, time paused, ECN marks and their expectation, drops by
 //     cause, queue maximum and time-average), per QP (QPCounters), trace
 //     events (Tracer) and periodic samplers (Sampler, SampleQueues).
@@ -89,6 +96,15 @@
 // bytes, CNPs 78, PFC frames 64. The wire adds 20 bytes per frame
 // (preamble, SFD, inter-frame gap). With 4096-byte payloads a long message
 // therefore moves at 4096/4178 = 98.04 % of the line rate.
+//
+// Any payload size from 256 bytes to 9 KB can be configured (NICConfig.MTU;
+// real RoCE NICs take only the IB MTUs 256–4096, which qp/verbs keeps), and
+// another simulator's framing (NICConfig.Header: every data packet exactly
+// Header + payload bytes, as HPCC ns-3's 48 or htsim's 64) instead of
+// RoCEv2's. ACKs, NAKs and CNPs travel in the strict-priority control class
+// unless NICConfig.AckInDataClass puts them in the data class (HPCC ns-3's
+// ACK_HIGH_PRIO 0), where they queue behind data and stop when it is
+// paused.
 //
 // # Time at the qp boundary
 //

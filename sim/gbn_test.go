@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/mptx-dev/mptx/qp"
 	"github.com/mptx-dev/mptx/sim"
 	"github.com/mptx-dev/mptx/sim/simqp"
 	"github.com/mptx-dev/mptx/sim/topo"
@@ -72,5 +73,63 @@ func TestGoBackNLoss(t *testing.T) {
 	}
 	if !within(perLoss, W+1, 0.10) {
 		t.Errorf("%.1f retransmissions per go-back, want %.0f ± 10%%", perLoss, W+1)
+	}
+}
+
+// lossSwitch sets a port's loss probability when it fires.
+type lossSwitch struct {
+	p    *sim.Port
+	prob float64
+}
+
+func (l lossSwitch) Fire(sim.Time) { _ = l.p.SetLoss(l.prob) }
+
+// TestLateAckBeyondGoBack: an acknowledgement that arrives after a
+// timeout's go-back-N and covers everything posted leaves the requester
+// nothing to send; it must leave the NIC's arbiter rather than build a
+// packet past the last posted one from a stale send-queue entry
+// (regression: the link-failure suite's retransmission count depended on
+// the send queue's allocated size).
+//
+// One 128 KiB write (32 packets, about 11.2 µs at 100 Gb/s) on a
+// dumbbell with 1 µs cables; every ACK is lost for the first 20 µs (the
+// last one leaves the responder at about 15 µs), so the receiver has all
+// 32 packets but the sender times out at 32.8 µs (exponent 3), goes back
+// to PSN 0 and retransmits. The first duplicate draws an ACK for PSN 32,
+// which arrives about 7.5 µs later, while the retransmission (11.2 µs) is
+// mid-message: the sender must stop there. Exactly 32 packets reach the
+// receiver in order, and the write completes once.
+func TestLateAckBeyondGoBack(t *testing.T) {
+	w := sim.NewWorld(1)
+	tp, err := topo.Dumbbell(w, topo.DumbbellConfig{Common: topo.Common{NIC: sim.NICConfig{AckTimeout: 3}}, Left: 1, Right: 1})
+	mustT(t, err)
+	_, back := tp.Bottleneck.Ends()
+	mustT(t, back.SetLoss(1))
+	w.At(20*sim.Microsecond, lossSwitch{back, 0})
+	c, _, err := simqp.Connect(tp.Net, tp.Hosts[0], tp.Hosts[1], simqp.Options{})
+	mustT(t, err)
+	const size = 128 * units.KiB
+	if n, err := c.PostSend(0, []qp.SendWR{{ID: 1, Op: qp.OpWriteImm, Len: size}}); n != 1 || err != nil {
+		t.Fatalf("PostSend: %d, %v", n, err)
+	}
+	w.Run()
+	q, r := c.QPs()[0].Counters(), c.PeerQPs()[0].Counters()
+	t.Logf("requester %+v", q)
+	t.Logf("responder %+v", r)
+	if q.Timeouts != 1 {
+		t.Errorf("%d timeouts, want 1 (the scenario needs the go-back)", q.Timeouts)
+	}
+	if r.Duplicates == 0 {
+		t.Errorf("no duplicates at the responder: the scenario needs a retransmission")
+	}
+	want := uint64(size / sim.DefaultMTU)
+	if r.RxPackets != want || r.RxBytes != uint64(size) {
+		t.Errorf("responder accepted %d packets, %d bytes; want %d, %d", r.RxPackets, r.RxBytes, want, size)
+	}
+	if q.WRsDone != 1 || q.AckedBytes != uint64(size) || c.QPs()[0].Outstanding() != 0 {
+		t.Errorf("requester: %d WRs done, %d bytes acknowledged, %d outstanding; want 1, %d, 0", q.WRsDone, q.AckedBytes, c.QPs()[0].Outstanding(), size)
+	}
+	if q.Retransmits >= want {
+		t.Errorf("%d retransmissions: the late ACK should have cut the go-back short of %d", q.Retransmits, want)
 	}
 }

@@ -11,7 +11,12 @@ import (
 	"github.com/mptx-dev/mptx/vtime"
 )
 
-// bulk is a test driver standing in for the multipath engine: it ships
+// bulk is the physics tests' load generator, deliberately not the engine:
+// those tests check the fabric model (go-back-N, PFC, ECMP, failures)
+// against closed-form expectations, which need a load whose every post is
+// known, not one shaped by congestion control and path choice (the
+// engine's own tests run on multipath/enginetest, and the engine on the
+// simulator in engine_integration_test.go and integrity_test.go). It ships
 // size bytes over a connection's paths as WRITE WITH IMM work requests of
 // seg bytes, keeps up to depth of them outstanding per path, and when a
 // work request fails it marks the path dead and requeues the segment on

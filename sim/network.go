@@ -110,9 +110,13 @@ func (n *Network) AddHost(name string, nics int, cfg NICConfig) (*Host, error) {
 	for r := 0; r < nics; r++ {
 		nic := &NIC{
 			w: n.W, net: n, id: int32(len(n.NICs)), name: name + "/nic" + strconv.Itoa(r),
-			host: h, rail: r, cfg: c, rto: AckTimeoutDuration(c.AckTimeout), mtu: int32(c.MTU),
+			host: h, rail: r, cfg: &c, rto: AckTimeoutDuration(c.AckTimeout), mtu: int32(c.MTU),
 			ackEvery: c.AckEvery, cnpInterval: c.CNPInterval, nakInterval: c.NAKInterval,
-			intHeader: c.INTHeader, noECT: c.NoECT,
+			intHeader: c.INTHeader, noECT: c.NoECT, header: int32(c.Header), roce: c.Header == 0,
+			ackData: c.AckInDataClass,
+		}
+		if nic.roce {
+			nic.header = DataHeaders
 		}
 		n.NICs = append(n.NICs, nic)
 		h.nics = append(h.nics, nic)
@@ -270,8 +274,21 @@ func (n *Network) Link(a, b Node, cfg LinkConfig) (*Cable, error) {
 	return c, nil
 }
 
-// maxWireFrame is the largest data frame on the wire at the largest MTU.
-const maxWireFrame = DataHeaders + RETHHeader + ImmDtHeader + DefaultMTU + WireOverhead
+// maxFrame returns the wire bytes of the largest data frame the network's
+// NICs send (at least the default MTU's), for PFC headroom.
+func (n *Network) maxFrame() int64 {
+	m := int64(DataHeaders + RETHHeader + ImmDtHeader + DefaultMTU + WireOverhead)
+	for _, nic := range n.NICs {
+		m = max(m, int64(nic.frame(int(nic.mtu)))+RETHHeader+ImmDtHeader+WireOverhead)
+	}
+	return m
+}
+
+// frame returns the frame bytes of a data packet of pay payload bytes
+// without the RoCE extension headers.
+func (n *NIC) frame(pay int) units.Bytes {
+	return units.Bytes(int(n.header) + pay + int(n.intHeader))
+}
 
 // Build sizes every switch's buffer, computes shortest-path ECMP routes
 // from every switch to every NIC, and arms the watchdog. It must be called
@@ -285,8 +302,9 @@ func (n *Network) Build() error {
 			return fmt.Errorf("sim: NIC %s is not linked", nic.name)
 		}
 	}
+	frame := n.maxFrame()
 	for _, s := range n.Switches {
-		if err := s.buildMMU(); err != nil {
+		if err := s.buildMMU(frame); err != nil {
 			return err
 		}
 	}
@@ -308,7 +326,7 @@ func (n *Network) Build() error {
 	return nil
 }
 
-func (s *Switch) buildMMU() error {
+func (s *Switch) buildMMU(maxWireFrame int64) error {
 	c := &s.cfg
 	buf := int64(c.Buffer)
 	np := int64(len(s.ports))
@@ -351,15 +369,33 @@ func (s *Switch) buildMMU() error {
 
 // computeRoutes fills every switch's table with, for each destination NIC,
 // the egress ports on shortest paths to it (breadth-first search from each
-// NIC; hosts do not forward).
+// NIC; hosts do not forward). The searches run over a compact copy of the
+// graph (node numbers of each switch port's far end), so that they touch
+// a few contiguous arrays rather than every Port.
 func (n *Network) computeRoutes() {
 	ns := len(n.Switches)
 	total := ns + len(n.NICs)
-	nodeOf := func(p *Port) int {
+	nodeOf := func(p *Port) int32 {
 		if p.sw != nil {
-			return p.sw.id
+			return int32(p.sw.id)
 		}
-		return ns + int(p.nic.id)
+		return int32(ns) + p.nic.id
+	}
+	// far[off[u]:off[u+1]] are the far ends of switch u's ports, in port
+	// order; nicSw[d] is the node NIC d's cable leads to.
+	off := make([]int32, ns+1)
+	for i, s := range n.Switches {
+		off[i+1] = off[i] + int32(len(s.ports))
+	}
+	far := make([]int32, off[ns])
+	for i, s := range n.Switches {
+		for j, p := range s.ports {
+			far[int(off[i])+j] = nodeOf(p.remote)
+		}
+	}
+	nicSw := make([]int32, len(n.NICs))
+	for d, nic := range n.NICs {
+		nicSw[d] = nodeOf(nic.port.remote)
 	}
 	dist := make([]int32, total)
 	queue := make([]int32, 0, total)
@@ -373,23 +409,22 @@ func (n *Network) computeRoutes() {
 		for i := range dist {
 			dist[i] = -1
 		}
-		src := ns + d
+		src := int32(ns + d)
 		dist[src] = 0
-		queue = append(queue[:0], int32(src))
-		for h := 0; h < len(queue); h++ {
-			u := int(queue[h])
-			var ports []*Port
-			if u < ns {
-				ports = n.Switches[u].ports
-			} else if u == src {
-				ports = []*Port{n.NICs[d].port}
+		queue = queue[:0]
+		if v := nicSw[d]; dist[v] < 0 {
+			dist[v] = 1
+			if v < int32(ns) {
+				queue = append(queue, v)
 			}
-			for _, p := range ports {
-				v := nodeOf(p.remote)
+		}
+		for h := 0; h < len(queue); h++ {
+			u := queue[h]
+			for _, v := range far[off[u]:off[u+1]] {
 				if dist[v] < 0 {
 					dist[v] = dist[u] + 1
-					if v < ns {
-						queue = append(queue, int32(v))
+					if v < int32(ns) {
+						queue = append(queue, v)
 					}
 				}
 			}
@@ -400,10 +435,9 @@ func (n *Network) computeRoutes() {
 				continue
 			}
 			members = members[:0]
-			for _, p := range s.ports {
-				v := nodeOf(p.remote)
-				if dist[v] == dist[i]-1 && (v < ns || v == src) {
-					members = append(members, int32(p.index))
+			for j, v := range far[off[i]:off[i+1]] {
+				if dist[v] == dist[i]-1 && (v < int32(ns) || v == src) {
+					members = append(members, int32(j))
 				}
 			}
 			s.route[d] = s.addGroup(members, dedup[i])
@@ -450,9 +484,11 @@ func (n *Network) PathOf(q *QP) []*Port {
 // returns the number of switches on the path.
 func (n *Network) baseRTT(src, dst *NIC, flow uint64, mtu int) (Time, int) {
 	path := n.Path(src, dst, flow)
+	data := src.frame(mtu) + WireOverhead
+	ack := units.Bytes(AckSize+WireOverhead) + src.intHeader
 	var rtt Time
 	for _, p := range path {
-		rtt += TxTime(p.rate, units.Bytes(mtu+DataHeaders+WireOverhead)) + TxTime(p.rate, AckSize+WireOverhead) + 2*p.delay
+		rtt += TxTime(p.rate, data) + TxTime(p.rate, ack) + 2*p.delay
 	}
 	return rtt, max(len(path)-1, 0)
 }
@@ -513,7 +549,8 @@ func (e *watchdogEvent) Fire(now Time) {
 	}
 	p.storm = true
 	p.wd.Reset(now + n.watchdog.Restore)
-	for pkt := p.data.pop(); pkt != nil; pkt = p.data.pop() {
+	for pkt := p.data.head; pkt != nil && p.sw != nil; pkt = p.data.head { // a NIC's data queue holds only ACKs: kept
+		p.data.pop()
 		p.integrate(now)
 		p.qBytes -= int64(pkt.Size)
 		if pkt.flags&flagAcct != 0 {

@@ -56,13 +56,17 @@ type NIC struct {
 	intHeader   units.Bytes
 	id          int32
 	mtu         int32
+	header      int32 // data packet header bytes (cfg.Header, or DataHeaders)
 	noECT       bool
+	roce        bool // RoCEv2 framing: RETH and ImmDt on top of header
+	ackData     bool // cfg.AckInDataClass
 
 	net  *Network
 	name string
 	host *Host
 	rail int
-	cfg  NICConfig
+	cfg  *NICConfig // shared by the host's NICs
+	_    [80]byte   // to 256 bytes (TestHotLayout)
 }
 
 // QPNs are unique in a network: the NIC's id in the high bits, then
@@ -90,7 +94,7 @@ func (n *NIC) Rail() int { return n.rail }
 func (n *NIC) Port() *Port { return n.port }
 
 // Config returns the NIC's configuration with defaults applied.
-func (n *NIC) Config() NICConfig { return n.cfg }
+func (n *NIC) Config() NICConfig { return *n.cfg }
 
 // QPs returns the NIC's queue pairs, in creation order.
 func (n *NIC) QPs() []*QP { return n.qps }
@@ -324,8 +328,21 @@ type QP struct {
 	path    int
 	hopsBuf [MaxHops]qp.INTHop
 	doneWR  qp.SendWR // the work request being completed
-	_       [32]byte  // to a whole number of lines
+
+	// Pacing memory, so that a rate change re-paces the next packet as
+	// HPCC ns-3's RdmaHw::ChangeRate does: the last packet's start and its
+	// wire bytes, and the NIC CC rate they were paced at.
+	paceFrom Time
+	paceWire units.Bytes
+	ccRate   units.BitRate
+	sqMax    int32   // the send queue's depth (MaxSendWR rounded up to a power of two)
+	_        [4]byte // to a whole number of lines
 }
+
+// sqInitial is the send queue's starting capacity; it doubles as work
+// requests are posted, up to the configured depth, so that thousands of
+// mostly idle QPs do not each hold a full-depth queue.
+const sqInitial = 16
 
 const (
 	qpReady uint8 = iota
@@ -377,7 +394,8 @@ func (n *NIC) NewQP(cfg QPConfig) (*QP, error) {
 		peer:      -1,
 		srcPort:   cfg.SrcPort,
 		handler:   cfg.Handler,
-		sq:        make([]sqEntry, depth),
+		sq:        make([]sqEntry, min(depth, sqInitial)),
+		sqMax:     int32(depth),
 		rateLimit: cfg.RateLimit,
 		lineRate:  n.port.rate,
 		region:    cfg.Region,
@@ -467,7 +485,18 @@ func (q *QP) CC() cc.Algorithm { return q.cc }
 func (q *QP) Outstanding() int { return q.sqN }
 
 // SendQueueDepth returns the send queue capacity.
-func (q *QP) SendQueueDepth() int { return len(q.sq) }
+func (q *QP) SendQueueDepth() int { return int(q.sqMax) }
+
+// growSQ doubles the send queue's capacity (up to its depth), keeping the
+// entries in order from index 0.
+func (q *QP) growSQ() {
+	n := min(2*len(q.sq), int(q.sqMax))
+	sq := make([]sqEntry, n)
+	for i := 0; i < q.sqN; i++ {
+		sq[i] = q.sq[(q.sqHd+i)&(len(q.sq)-1)]
+	}
+	q.sq, q.sqHd = sq, 0
+}
 
 // SetRateLimit sets the QP's hardware rate limit (0: none), as
 // ibv_modify_qp_rate_limit(3) does; it applies from the next packet.
@@ -511,6 +540,9 @@ func (q *QP) PostSend(wrs []qp.SendWR) (int, error) {
 				q.nic.activate(q)
 			}
 			return i, ErrBadWR
+		}
+		if q.sqN == len(q.sq) && len(q.sq) < int(q.sqMax) {
+			q.growSQ()
 		}
 		if q.sqN == len(q.sq) {
 			if i > 0 {
@@ -556,10 +588,13 @@ func (q *QP) inFlight() units.Bytes {
 // nextPacket builds the packet at sndNxt and advances the cursor.
 func (q *QP) nextPacket(now Time) *Packet {
 	n := q.nic
+	if !seqLT(q.sndNxt, q.sndEnd) {
+		panic("sim: BUG: QP scheduled with nothing to send")
+	}
 	e := &q.sq[(q.sqHd+q.cur)&(len(q.sq)-1)]
 	off := q.curOf
 	pay := min(units.Bytes(n.mtu), e.wr.Len-off)
-	size := int32(DataHeaders+pay) + int32(n.intHeader)
+	size := n.header + int32(pay) + int32(n.intHeader)
 	p := n.w.NewPacket()
 	p.Kind = KindData
 	p.Dst = q.peer
@@ -580,14 +615,18 @@ func (q *QP) nextPacket(now Time) *Packet {
 			x.reth, x.remote, x.msgLen = true, int64(e.wr.Remote), int64(e.wr.Len)
 			p.ext = x
 		}
-		size += RETHHeader
+		if n.roce {
+			size += RETHHeader
+		}
 	}
 	if off+pay >= e.wr.Len {
 		p.flags |= flagLast
 		if e.wr.Op == qp.OpWriteImm {
 			p.flags |= flagImm
 			p.Imm = e.wr.Imm
-			size += ImmDtHeader
+			if n.roce {
+				size += ImmDtHeader
+			}
 		}
 		q.cur++
 		q.curOf = 0
@@ -601,6 +640,13 @@ func (q *QP) nextPacket(now Time) *Packet {
 		q.maxSent = q.sndNxt + 1
 	}
 	q.sndNxt++
+	if q.cc != nil && q.cc.Window() != units.MaxBytes {
+		// A NIC CC with a window is ACK-clocked: every packet asks for an
+		// ACK (the BTH AckReq bit). Otherwise a window that shrinks below
+		// the bytes in flight would wait, until the RC timeout, for ACKs
+		// the responder is coalescing.
+		p.flags |= flagAckReq
+	}
 	q.c.TxPackets++
 	q.c.TxBytes += uint64(pay)
 	if q.rto.l.at == 0 && n.rto != Forever {
@@ -615,9 +661,38 @@ func (q *QP) nextPacket(now Time) *Packet {
 		}
 	}
 	if r > 0 && r < q.lineRate {
-		q.nextTx = max(q.nextTx, now) + TxTime(r, units.Bytes(size+WireOverhead))
+		q.paceFrom, q.paceWire = max(q.nextTx, now), units.Bytes(size+WireOverhead)
+		q.nextTx = q.paceFrom + TxTime(r, q.paceWire)
 	}
 	return p
+}
+
+// repace recomputes when the next packet may start after the NIC CC's rate
+// changed: one gap at the new rate after the last paced packet's start
+// (HPCC ns-3 RdmaHw::ChangeRate moves its next-available time the same
+// way), so that a QP cut to a low rate and then recovered does not wait
+// out the long gap of the low rate.
+func (q *QP) repace(now Time) {
+	if q.paceWire == 0 || q.nextTx <= now {
+		return // nothing paced is pending
+	}
+	r := q.ccRate
+	if q.rateLimit > 0 && q.rateLimit < r {
+		r = q.rateLimit
+	}
+	next := q.paceFrom
+	if r > 0 && r < q.lineRate {
+		next += TxTime(r, q.paceWire)
+	}
+	next = max(next, now)
+	if next == q.nextTx {
+		return
+	}
+	q.nextTx = next
+	if q.active {
+		q.nic.active[q.actIdx].nextTx = next
+		q.nic.port.kick(now)
+	}
 }
 
 // armCC re-arms the congestion controller's timer at its deadline and
@@ -625,6 +700,10 @@ func (q *QP) nextPacket(now Time) *Packet {
 func (q *QP) armCC(now Time) {
 	if q.active {
 		q.nic.active[q.actIdx].win = q.cc.Window()
+	}
+	if r := q.cc.Rate(); r != q.ccRate {
+		q.ccRate = r
+		q.repace(now)
 	}
 	d := q.cc.Deadline()
 	if d == 0 {
@@ -635,6 +714,29 @@ func (q *QP) armCC(now Time) {
 	if at != q.ccTimer.l.at {
 		q.ccTimer.Reset(at)
 	}
+}
+
+// payload returns the payload bytes of PSNs [from, to) of the send queue:
+// MTU-sized packets, less the shortfall of each message's last packet,
+// so that a rate controller's acknowledged bytes match the bytes it was
+// told were sent (HPCC compares the two to update once per RTT).
+func (q *QP) payload(from, to uint32) units.Bytes {
+	mtu := units.Bytes(q.nic.mtu)
+	b := units.Bytes(to-from) * mtu
+	for i := 0; i < q.sqN; i++ {
+		e := &q.sq[(q.sqHd+i)&(len(q.sq)-1)]
+		last := e.first + e.npkts - 1
+		if seqLT(last, from) {
+			continue
+		}
+		if !seqLT(last, to) {
+			break
+		}
+		if short := units.Bytes(e.npkts)*mtu - e.wr.Len; short > 0 {
+			b -= short
+		}
+	}
+	return b
 }
 
 // seek moves the send cursor to PSN psn (sndUna <= psn <= sndEnd).
@@ -673,7 +775,10 @@ func (q *QP) onAck(p *Packet, now Time) {
 	e := p.PSN
 	progress := seqLT(q.sndUna, e) && seqLE(e, q.maxSent)
 	if progress {
-		acked := units.Bytes(e-q.sndUna) * units.Bytes(q.nic.mtu)
+		var acked units.Bytes
+		if q.cc != nil { // only a rate controller reads it
+			acked = q.payload(q.sndUna, e)
+		}
 		q.sndUna = e
 		q.retries = 0
 		if seqLT(q.sndNxt, e) {
@@ -705,6 +810,13 @@ func (q *QP) onAck(p *Packet, now Time) {
 		}
 		if q.cur < 0 {
 			q.cur, q.curOf = 0, 0
+		}
+		if q.active && !q.hasData() {
+			// An ACK beyond the go-back-N cursor (for packets sent before
+			// a retransmission) can leave nothing to send: leave the
+			// arbiter, which would otherwise build a packet past sndEnd
+			// from a stale send-queue entry.
+			q.nic.deactivate(q)
 		}
 		if q.sndUna == q.maxSent {
 			q.rto.Stop()
@@ -893,7 +1005,7 @@ func (q *QP) onData(p *Packet, now Time) {
 				}
 			}
 		}
-		if last || q.unacked >= n.ackEvery {
+		if last || q.unacked >= n.ackEvery || p.flags&flagAckReq != 0 {
 			q.sendAck(KindAck, p)
 		}
 	case seqLT(p.PSN, q.ePSN):
@@ -919,6 +1031,9 @@ func (q *QP) onData(p *Packet, now Time) {
 func (q *QP) ctrlPacket(k Kind, size uint16) *Packet {
 	c := q.nic.w.NewPacket()
 	c.Kind = k
+	if q.nic.ackData {
+		c.flags |= flagDataClass
+	}
 	c.Size = size
 	c.Dst = q.peer
 	c.QPN = q.peerQPN

@@ -91,10 +91,26 @@ const (
 	flagFirst                   // first packet of a message (carries RETH)
 	flagLast                    // last packet of a message
 	flagImm                     // carries ImmDt (last packet of WRITE WITH IMM)
-	flagPause                   // PFC frame: XOFF (set) or XON (clear)
+	flagPause                   // PFC frame: XOFF (set) or XON (clear); see flagDataClass
 	flagAcct                    // counted in a switch's ingress buffer accounting
 	flagFree                    // in the pool
 )
+
+// flagAckReq is the BTH AckReq bit on a data packet: the responder
+// acknowledges it at once (IBTA Vol. 1 §9.7.5.1.3). It shares flagPause's
+// bit, which only PFC frames use.
+const flagAckReq = flagPause
+
+// flagDataClass marks an ACK, NAK or CNP that travels in the data class
+// (NICConfig.AckInDataClass). It shares flagPause's bit, which only PFC
+// frames use.
+const flagDataClass = flagPause
+
+// dataClass reports whether the packet travels in the data class: data,
+// and control packets sent with NICConfig.AckInDataClass.
+func (p *Packet) dataClass() bool {
+	return p.Kind == KindData || (p.Kind != KindPFC && p.flags&flagDataClass != 0)
+}
 
 // MaxHops is the number of in-band telemetry stamps a packet can carry.
 const MaxHops = 8

@@ -68,14 +68,14 @@ type Port struct {
 
 	// line 3: the data queue's accounting and the per-frame counters
 	// (PortCounters' hot fields; Counters merges them)
-	qBytes    int64
-	qLast     Time // last change of qBytes (queue-length integral)
-	qIntHi    uint64
-	qIntLo    uint64 // ∫ qBytes dt in byte·ps (128-bit)
-	queueMax  units.Bytes
-	txPackets uint64
-	txBytes   uint64
-	txData    uint64
+	qBytes   int64
+	qLast    Time // last change of qBytes (queue-length integral)
+	qIntHi   uint64
+	qIntLo   uint64 // ∫ qBytes dt in byte·ps (128-bit)
+	queueMax units.Bytes
+	txAck    uint64 // ACK and NAK frames transmitted
+	txBytes  uint64
+	txData   uint64
 
 	// line 4: ECN marking and INT stamping
 	ecn         ECNConfig
@@ -106,15 +106,18 @@ type Port struct {
 	stormEnd Time
 	wd       Timer
 	wdEv     watchdogEvent
-	_        [8]byte // to a whole number of cache lines (TestHotLayout)
+	_        [48]byte // to a whole number of cache lines (TestHotLayout)
 }
 
 // PortCounters are a port's cumulative counters. Queue figures are of the
 // data class, in frame bytes.
 type PortCounters struct {
-	TxPackets   uint64 // frames transmitted (all classes)
-	TxBytes     uint64 // frame bytes transmitted (all classes)
+	TxPackets   uint64 // frames transmitted (all kinds): TxData + TxAck + TxCNP + TxPFC
+	TxBytes     uint64 // frame bytes transmitted (all kinds)
 	TxData      uint64 // data frames transmitted
+	TxAck       uint64 // ACK and NAK frames transmitted
+	TxCNP       uint64 // CNPs transmitted
+	TxPFC       uint64 // PFC frames transmitted: PauseSent + ResumeSent
 	ECNMarks    uint64 // data packets marked CE here
 	ECNExpected float64
 	// ECNExpected is the sum of the RED marking probabilities of the ECT
@@ -212,7 +215,9 @@ func (p *Port) SetLoss(prob float64) error {
 // Counters returns the port's counters as of now.
 func (p *Port) Counters() PortCounters {
 	c := p.c
-	c.TxPackets, c.TxBytes, c.TxData = p.txPackets, p.txBytes, p.txData
+	c.TxBytes, c.TxData, c.TxAck = p.txBytes, p.txData, p.txAck
+	c.TxPFC = c.PauseSent + c.ResumeSent
+	c.TxPackets = c.TxData + c.TxAck + c.TxCNP + c.TxPFC
 	c.ECNMarks, c.ECNExpected = p.ecnMarks, p.ecnExpected
 	c.QueueMax, c.IngressMax, c.HeadroomMax = p.queueMax, p.ingressMax, p.headroomMax
 	now := p.w.now
@@ -327,7 +332,14 @@ func (p *Port) enqueueData(pkt *Packet, now Time) {
 
 // enqueueCtrl appends a control packet (ACK, NAK, CNP).
 func (p *Port) enqueueCtrl(pkt *Packet, now Time) {
-	p.ctrl.push(pkt)
+	if pkt.flags&flagDataClass != 0 {
+		// A NIC's ACK in the data class (NICConfig.AckInDataClass): a NIC
+		// port has no data queue of its own (its arbiter supplies data), so
+		// the queue holds these ACKs, sent before data and held by a pause.
+		p.data.push(pkt)
+	} else {
+		p.ctrl.push(pkt)
+	}
 	p.kick(now)
 }
 
@@ -367,7 +379,7 @@ func (p *Port) more() bool {
 		return false
 	}
 	if p.nic != nil {
-		return len(p.nic.active) > 0
+		return len(p.nic.active) > 0 || p.data.head != nil
 	}
 	return p.data.head != nil
 }
@@ -384,7 +396,9 @@ func (p *Port) startNext(now Time) {
 	case p.dataBlocked():
 		return
 	case p.nic != nil:
-		pkt = p.nic.pull(now)
+		if pkt = p.data.pop(); pkt == nil { // data-class ACKs go first
+			pkt = p.nic.pull(now)
+		}
 	default:
 		pkt = p.data.pop()
 		if pkt != nil {
@@ -396,10 +410,14 @@ func (p *Port) startNext(now Time) {
 	}
 	ser := p.ser.Time(int64(pkt.Size) + WireOverhead)
 	p.busyUntil = now + ser
-	p.txPackets++
 	p.txBytes += uint64(pkt.Size)
-	if pkt.Kind == KindData {
+	switch pkt.Kind {
+	case KindData:
 		p.txData++
+	case KindAck, KindNak, KindNakAccess:
+		p.txAck++
+	case KindCNP:
+		p.c.TxCNP++
 	}
 	if !p.up {
 		p.c.LinkDrops++
@@ -447,7 +465,7 @@ func (p *Port) dequeued(pkt *Packet, now Time) {
 			p.OnMark(q, prob, marked)
 		}
 	}
-	if p.intOn {
+	if p.intOn && pkt.Kind == KindData {
 		if pkt.ext == nil {
 			pkt.ext = p.w.newExt()
 		}

@@ -61,10 +61,10 @@ type eventQueue struct {
 }
 
 const (
-	bucketShift = 10 // 1.024 ns buckets
-	maxWalk     = 4  // longest in-place insertion walk
-	wheelBits   = 13
-	wheelSize   = 1 << wheelBits // 8.4 µs horizon
+	bucketShift = 8 // 256 ps buckets
+	maxWalk     = 4 // longest in-place insertion walk
+	wheelBits   = 14
+	wheelSize   = 1 << wheelBits // 4.2 µs horizon
 	wheelMask   = wheelSize - 1
 	wordsPerMap = wheelSize / 64
 )

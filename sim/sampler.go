@@ -28,6 +28,16 @@ func NewSampler(w *World, every Time, fn func(now Time)) *Sampler {
 // Stop stops the sampler.
 func (s *Sampler) Stop() { s.stopped = true }
 
+// SetEvery changes the period from the next sample on (the one already
+// scheduled keeps its time). Samplers that bound their memory double it
+// as a run grows long.
+func (s *Sampler) SetEvery(every Time) {
+	if every <= 0 {
+		panic("sim: BUG: Sampler.SetEvery with a non-positive period")
+	}
+	s.every = every
+}
+
 // Fire implements Handler.
 func (s *Sampler) Fire(now Time) {
 	if s.stopped || s.w.q.len() <= s.w.daemons-1+s.w.idle {

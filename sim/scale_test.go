@@ -201,3 +201,52 @@ func BenchmarkReference(b *testing.B) {
 	b.ReportMetric(float64(sinkResult.heapGrow)/float64(sinkResult.peakPkts), "heap-B/inflight-pkt")
 	b.ReportMetric(float64(sinkResult.peakPkts), "peak-pkts")
 }
+
+// BenchmarkFatTreePermutation is the speed target of the simulator: a
+// 1024-host k = 16 fat tree at 100 Gb/s, every host shipping 2 MiB to
+// another (a random derangement) as 256 KiB work requests, 8 outstanding,
+// with static PFC thresholds (XOFF 512 KiB, XON 256 KiB), no congestion
+// control, 4 KiB MTU and one ACK per packet. One iteration is the whole
+// run (fabric construction excluded). Metrics: simulator events and link
+// transmissions (frames of every kind, counted once per link they cross)
+// per wall second and per CPU second, heap bytes the run added per packet
+// at the peak in flight, that peak, and the process's peak RSS.
+func BenchmarkFatTreePermutation(b *testing.B) {
+	b.ReportAllocs()
+	var events, hops uint64
+	var wall, cpu time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		w := sim.NewWorld(uint64(i + 1))
+		tp, err := topo.FatTree(w, topo.FatTreeConfig{
+			Common: topo.Common{
+				Switch: sim.SwitchConfig{PFC: sim.PFCConfig{XOff: 512 * units.KiB, XOn: 256 * units.KiB}},
+				NIC:    sim.NICConfig{AckEvery: 1},
+			},
+			K: 16,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		r := runPermutation(b, w, tp, 2*units.MiB, 1, 256*units.KiB, 8)
+		events += r.events
+		wall += r.wall
+		cpu += r.cpu
+		for _, s := range tp.Net.Switches {
+			for _, p := range s.Ports() {
+				hops += p.Counters().TxPackets
+			}
+		}
+		for _, n := range tp.Net.NICs {
+			hops += n.Port().Counters().TxPackets
+		}
+		sinkResult = r
+	}
+	b.ReportMetric(float64(events)/wall.Seconds(), "events/s")
+	b.ReportMetric(float64(events)/cpu.Seconds(), "events/cpu-s")
+	b.ReportMetric(float64(hops)/wall.Seconds(), "link-hops/s")
+	b.ReportMetric(float64(sinkResult.heapGrow)/float64(sinkResult.peakPkts), "heap-B/inflight-pkt")
+	b.ReportMetric(float64(sinkResult.peakPkts), "peak-pkts")
+	b.ReportMetric(float64(maxRSS())/float64(units.MiB), "peak-RSS-MiB")
+}

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"slices"
+
 	"github.com/mptx-dev/mptx/units"
 )
 
@@ -53,7 +55,8 @@ type Switch struct {
 	name   string
 	groups []group
 	cfg    SwitchConfig
-	_      [40]byte // to 384 bytes
+	last   uint32   // the group addGroup returned last (route building)
+	_      [36]byte // to 384 bytes
 }
 
 type group struct{ off, n int32 }
@@ -90,7 +93,7 @@ func (s *Switch) receive(p *Packet, in *Port) {
 		return
 	}
 	op := s.ports[out]
-	if p.Kind != KindData {
+	if !p.dataClass() {
 		op.enqueueCtrl(p, now)
 		return
 	}
@@ -281,6 +284,9 @@ func (s *Switch) addGroup(ports []int32, dedup map[string]uint32) uint32 {
 	if len(ports) > 255 {
 		panic("sim: BUG: ECMP group of more than 255 ports on switch " + s.name)
 	}
+	if e := s.last; e>>24 == uint32(len(ports)) && slices.Equal(s.gports[e&0xffffff:int(e&0xffffff)+len(ports)], ports) {
+		return e // destinations in id order mostly repeat the previous group
+	}
 	var key string
 	if dedup != nil {
 		b := make([]byte, 0, 4*len(ports))
@@ -289,6 +295,7 @@ func (s *Switch) addGroup(ports []int32, dedup map[string]uint32) uint32 {
 		}
 		key = string(b)
 		if g, ok := dedup[key]; ok {
+			s.last = g
 			return g
 		}
 	} else {
@@ -315,6 +322,7 @@ func (s *Switch) addGroup(ports []int32, dedup map[string]uint32) uint32 {
 	if dedup != nil {
 		dedup[key] = e
 	}
+	s.last = e
 	return e
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mptx-dev/mptx"
 	"github.com/mptx-dev/mptx/multipath"
+	"github.com/mptx-dev/mptx/multipath/enginetest"
 	"github.com/mptx-dev/mptx/qp/mem"
 	"github.com/mptx-dev/mptx/telemetry"
 	"github.com/mptx-dev/mptx/telemetry/analyze"
@@ -189,63 +190,21 @@ func exportJSON(t testing.TB, spans []sdktrace.ReadOnlySpan) []byte {
 	return b
 }
 
-// tight is the cheapest driver: it completes every posted work request
-// one round later, so the benchmark measures the engine (and the
-// recorder) alone. It mirrors multipath's BenchmarkEngineChunk driver.
-type tight struct {
-	e      *multipath.Engine
-	now    vtime.Time
-	tick   time.Duration
-	acts   []multipath.Action
-	out    []uint64
-	next   []uint64
-	comp   multipath.Completion
-	chunks int
-}
-
-func newTight(tb testing.TB, cfg multipath.Config) *tight {
+// newTight returns the engine benchmark's driver (multipath/enginetest,
+// one event per Round, as multipath's BenchmarkEngineChunk): 8 paths at
+// 400 Gb/s, two per NIC, 5 µs RTT, one endless transfer in 4 MiB chunks.
+func newTight(tb testing.TB, cfg multipath.Config) *enginetest.Net {
 	tb.Helper()
 	rate := 400 * units.Gbps
-	for i := 0; i < 8; i++ {
+	rates := make([]units.BitRate, 8)
+	for i := range rates {
+		rates[i] = rate
 		cfg.Paths = append(cfg.Paths, multipath.PathConfig{LineRate: rate, BaseRTT: 5 * time.Microsecond, NIC: i / 2})
 	}
-	e, err := multipath.New(cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	d := &tight{e: e, now: vtime.Epoch, acts: make([]multipath.Action, 256), out: make([]uint64, 0, 4096), next: make([]uint64, 0, 4096)}
-	d.tick = rate.TxTime(e.Segment())
-	if _, _, err := e.Submit(d.now, multipath.TransferSpec{ID: 1, Size: 1 << 40, ChunkSize: 4 * units.MiB}); err != nil {
-		tb.Fatal(err)
-	}
+	d := enginetest.New(tb, cfg, rates, 5*time.Microsecond)
+	d.Submit(1, 1<<40, 4*units.MiB)
+	d.Act()
 	return d
-}
-
-func (d *tight) round() {
-	d.now = d.now.Add(d.tick)
-	for _, id := range d.out {
-		d.comp.WorkID, d.comp.OK = id, true
-		d.e.OnCompletion(d.now, &d.comp)
-	}
-	d.out, d.next = d.next[:0], d.out
-	if dl := d.e.Deadline(); dl != 0 && dl <= d.now {
-		d.e.OnTimer(d.now)
-	}
-	for {
-		n := d.e.Actions(d.now, d.acts)
-		for i := range d.acts[:n] {
-			a := &d.acts[i]
-			if a.Kind == multipath.ActPost {
-				d.out = append(d.out, a.WorkID)
-				if a.HasImm {
-					d.chunks++
-				}
-			}
-		}
-		if n < len(d.acts) {
-			break
-		}
-	}
 }
 
 // BenchmarkEngineTracing is the engine benchmark (8 paths at 400 Gbps,
@@ -283,26 +242,26 @@ func BenchmarkEngineTracing(b *testing.B) {
 			}
 			d := newTight(b, cfg)
 			for i := 0; i < 1000; i++ {
-				d.round()
+				d.Round()
 			}
 			if rec != nil {
 				rec.Flush()
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
-			c0 := d.chunks
+			c0 := d.Chunks
 			start := time.Now()
 			for i := 0; i < b.N; i++ {
-				d.round()
+				d.Round()
 			}
 			el := time.Since(start)
 			b.StopTimer()
-			n := d.chunks - c0
+			n := d.Chunks - c0
 			if n > 0 {
 				b.ReportMetric(float64(el.Nanoseconds())/float64(n), "ns/chunk")
 			}
 			if rec != nil {
-				rec.Close(d.now)
+				rec.Close(d.Now)
 				if n > 0 {
 					b.ReportMetric(float64(rec.DroppedEvents())/float64(n), "dropped/chunk")
 				}
@@ -339,17 +298,17 @@ func TestEngineNoAllocsWithTracing(t *testing.T) {
 	}
 	d := newTight(t, multipath.Config{CC: "dcqcn", Recorder: rec})
 	for range 100 {
-		d.round()
+		d.Round()
 	}
-	c0 := d.chunks
-	if allocs := testing.AllocsPerRun(2000, d.round); allocs != 0 {
+	c0 := d.Chunks
+	if allocs := testing.AllocsPerRun(2000, d.Round); allocs != 0 {
 		t.Errorf("engine round with tracing on: %v allocations, want 0", allocs)
 	}
-	if d.chunks == c0 {
+	if d.Chunks == c0 {
 		t.Fatal("no chunk completed during the measurement")
 	}
 	close(hold)
-	rec.Close(d.now)
+	rec.Close(d.Now)
 	if n := rec.DroppedEvents(); n != 0 {
 		t.Errorf("%d events dropped: the ring was meant to hold them all", n)
 	}
@@ -370,7 +329,7 @@ func BenchmarkEngineTracingInterleaved(b *testing.B) {
 	const slice = 30000 // rounds per turn (about 50 ms)
 	type mode struct {
 		name   string
-		d      *tight
+		d      *enginetest.Net
 		rec    *telemetry.Recorder
 		tp     *sdktrace.TracerProvider
 		ns     int64
@@ -397,7 +356,7 @@ func BenchmarkEngineTracingInterleaved(b *testing.B) {
 		}
 		m.d = newTight(b, cfg)
 		for range 1000 {
-			m.d.round()
+			m.d.Round()
 		}
 		if m.rec != nil {
 			m.rec.Flush()
@@ -409,18 +368,18 @@ func BenchmarkEngineTracingInterleaved(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		for k := range modes {
 			m := modes[(i+k)%len(modes)]
-			c0 := m.d.chunks
+			c0 := m.d.Chunks
 			start := time.Now()
 			for range slice {
-				m.d.round()
+				m.d.Round()
 			}
 			if m.rec != nil {
 				m.rec.Flush()
 			}
 			el := time.Since(start).Nanoseconds()
 			m.ns += el
-			m.chunks += m.d.chunks - c0
-			m.turn = float64(el) / float64(max(m.d.chunks-c0, 1))
+			m.chunks += m.d.Chunks - c0
+			m.turn = float64(el) / float64(max(m.d.Chunks-c0, 1))
 		}
 		ratios[0] = append(ratios[0], modes[1].turn/modes[0].turn)
 		ratios[1] = append(ratios[1], modes[2].turn/modes[0].turn)
@@ -434,7 +393,7 @@ func BenchmarkEngineTracingInterleaved(b *testing.B) {
 		per[m.name] = float64(m.ns) / float64(m.chunks)
 		b.ReportMetric(per[m.name], m.name+"-ns/chunk")
 		if m.rec != nil {
-			m.rec.Close(m.d.now)
+			m.rec.Close(m.d.Now)
 			if n := m.rec.DroppedEvents(); n != 0 {
 				b.Errorf("%s: %d events dropped", m.name, n)
 			}

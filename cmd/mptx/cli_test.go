@@ -392,3 +392,31 @@ func TestCLIConcurrentSenders(t *testing.T) {
 		t.Errorf("recv logged %d sessions; want 3:\n%s", n, recv.stderr.String())
 	}
 }
+
+// TestCLITraceBothEnds: mptx send and mptx recv with --trace write one
+// file each; mptx trace analyze of the two finds the tensor done with its
+// receiver spans joined (one trace, both services).
+func TestCLITraceBothEnds(t *testing.T) {
+	src, out, dir := t.TempDir(), t.TempDir(), t.TempDir()
+	f := randomFile(t, src, "kv.bin", 6<<20, 3)
+	rtrace, strace := filepath.Join(dir, "recv.jsonl"), filepath.Join(dir, "send.jsonl")
+	recv, addr := startRecv(t, "--out", out, "--count", "1", "--trace", rtrace)
+	send := startMPTX(t, []string{"MPTX_SECRET=" + testSecret}, "send", "--transport", "tcp", "--trace", strace, addr, f)
+	if code := send.exitCode(t, 2*time.Minute); code != 0 {
+		t.Fatalf("mptx send exited %d: %s", code, send.stderr.String())
+	}
+	if code := recv.exitCode(t, time.Minute); code != 0 {
+		t.Fatalf("mptx recv exited %d: %s", code, recv.stderr.String())
+	}
+	sameFile(t, f, filepath.Join(out, "kv.bin"))
+	an := startMPTX(t, nil, "trace", "analyze", strace, rtrace)
+	if code := an.exitCode(t, time.Minute); code != 0 {
+		t.Fatalf("mptx trace analyze exited %d: %s%s", code, an.stdout.String(), an.stderr.String())
+	}
+	report := an.stdout.String()
+	for _, want := range []string{`"kv.bin"`, "done", "receiver (mptx-recv): done", "service=mptx-send"} {
+		if !strings.Contains(report, want) {
+			t.Errorf("analyze report lacks %q:\n%s", want, report)
+		}
+	}
+}

@@ -62,7 +62,7 @@ func TestExpDryRunAndList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "of 22 runs") || !strings.Contains(out, "default-incast") {
+	if !strings.Contains(out, "of 24 runs") || !strings.Contains(out, "default-incast") {
 		t.Errorf("dry run output:\n%s", out)
 	}
 	out, err = execute(t, expCmd, "list")

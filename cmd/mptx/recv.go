@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
+
 	"github.com/spf13/cobra"
 
 	"github.com/mptx-dev/mptx"
+	"github.com/mptx-dev/mptx/telemetry"
 	"github.com/mptx-dev/mptx/units"
 )
 
@@ -109,7 +112,18 @@ is then the directory the one tensor is written to, by the same rules.
 				return err
 			}
 			cfg := mptx.Config{Secret: secret, Transport: tr, RegionSize: max, Timeout: xf.timeout}
-			return runRecvSession(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), sessionRecvParams{listen: listen, cfg: cfg, out: od, count: count, asJSON: xf.asJSON})
+			tel, err := xf.trace.start(ctx, "mptx-recv", false)
+			if err != nil {
+				return err
+			}
+			if tel != nil {
+				cfg.Telemetry = telemetry.Sessions{T: tel}
+			}
+			err = runRecvSession(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), sessionRecvParams{listen: listen, cfg: cfg, out: od, count: count, asJSON: xf.asJSON})
+			if ferr := finishTelemetry(context.WithoutCancel(ctx), tel, cmd.ErrOrStderr()); ferr != nil && err == nil {
+				err = ferr
+			}
+			return err
 		},
 	}
 	registerXferFlags(cmd, &xf, &vf)

@@ -16,6 +16,7 @@ import (
 	"github.com/mptx-dev/mptx"
 	"github.com/mptx-dev/mptx/multipath"
 	"github.com/mptx-dev/mptx/qp/verbs"
+	"github.com/mptx-dev/mptx/telemetry"
 	"github.com/mptx-dev/mptx/units"
 )
 
@@ -229,9 +230,19 @@ per work request and its ACKs lag under load, so post whole chunks (--chunk
 			}
 			cfg := mptx.Config{Secret: secret, Transport: tr, Paths: paths, TCP: mptx.TCPConfig{Paths: tcpPaths}, Engine: ecfg,
 				SendBuffer: buf, NoChecksum: ef.noCRC, Timeout: xf.timeout}
+			tel, err := xf.trace.start(ctx, "mptx-send", false)
+			if err != nil {
+				return err
+			}
+			if tel != nil {
+				cfg.Telemetry = telemetry.Sessions{T: tel}
+			}
 			sum, err := runSendSession(ctx, sessionSendParams{addr: to, tensors: tensors, cfg: cfg, via: pathSpecs, progress: xf.progress()})
 			if sum != nil {
 				printSessionSendSummary(cmd.OutOrStdout(), sum, xf.asJSON)
+			}
+			if ferr := finishTelemetry(context.WithoutCancel(ctx), tel, cmd.ErrOrStderr()); ferr != nil && err == nil {
+				err = ferr
 			}
 			return err
 		},

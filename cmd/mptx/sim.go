@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	mptxchunk "github.com/mptx-dev/mptx/chunk"
 	"github.com/mptx-dev/mptx/experiments"
 	"github.com/mptx-dev/mptx/experiments/interop"
 	"github.com/mptx-dev/mptx/units"
@@ -36,8 +37,18 @@ matrix point unless flags choose another), or a scenario given as another
 simulator's files:
 
   --ns3-topology T --ns3-flows F   HPCC ns-3 topology.txt and flow.txt
+  --ns3-config C                   HPCC ns-3 config.txt: the NIC's congestion
+                                   control (CC_MODE 1 DCQCN, 3 HPCC) and its
+                                   parameters, payload, ACKs, switch buffer and
+                                   ECN maps; its TOPOLOGY_FILE and FLOW_FILE
+                                   unless the flags above are given
   --htsim M                        an htsim connection matrix, on the smallest
                                    fat-tree with enough hosts
+
+A scenario in another simulator's files runs with its framing: ns-3's
+1000-byte payload behind 48 bytes of headers (or the config's), htsim's 4000
+behind 64. The command exits with status 1 when a tensor flow does not
+complete.
 
 --fct-out writes HPCC's fct.txt (sip dip sport dport size start_ns fct_ns
 standalone_fct_ns, one line per completed flow) so existing analysis scripts
@@ -46,11 +57,12 @@ side by side with ours.`,
 		Example: `  mptx sim experiments/suites/incast/incast.yaml --cc hpcc --pacing=false
   mptx sim --ns3-topology topology.txt --ns3-flows flow.txt --fct-out fct.txt
   mptx sim --ns3-topology topology.txt --ns3-flows flow.txt --cc dcqcn --compare ns3-fct.txt
+  mptx sim --ns3-config mix/config.txt --fct-out fct.txt
   mptx sim --htsim perm_16n_16c_2MB.cm --cc swift --paths 4`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: completeSuites,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			interopGiven := io.NS3Topology != "" || io.NS3Flows != "" || io.Htsim != ""
+			interopGiven := io.NS3Topology != "" || io.NS3Flows != "" || io.NS3Config != "" || io.Htsim != ""
 			if len(args) == 1 && interopGiven {
 				return badInput("give a SPEC or --ns3-*/--htsim files, not both")
 			}
@@ -69,7 +81,11 @@ side by side with ours.`,
 				}
 			} else {
 				io.Stop = stop
-				spec, err = experiments.InteropSpec(io)
+				var notes []string
+				spec, notes, err = experiments.InteropScenario(io)
+				for _, n := range notes {
+					fmt.Fprintln(cmd.ErrOrStderr(), "mptx: note:", n)
+				}
 			}
 			if err != nil {
 				return specError(err)
@@ -93,8 +109,8 @@ side by side with ours.`,
 			}
 			if f.Changed("chunk") {
 				c, err := units.ParseBytes(chunk)
-				if err != nil || c < spec.NIC.MTU || c > units.GiB {
-					return badInput("--chunk %q: want a size in [%s, 1GiB]", chunk, spec.NIC.MTU)
+				if err != nil || c < mptxchunk.MinSize || c > mptxchunk.MaxSize || c%mptxchunk.Align != 0 {
+					return badInput("--chunk %q: want a size in [%v, %v], a multiple of %v (the chunk package's bounds)", chunk, mptxchunk.MinSize, mptxchunk.MaxSize, mptxchunk.Align)
 				}
 				pol.Chunk = c
 			}
@@ -136,8 +152,10 @@ side by side with ours.`,
 			res.Row.WallMs = float64(time.Since(t0).Microseconds()) / 1e3
 			w := cmd.OutOrStdout()
 			sum := experiments.Summarise([]*experiments.Result{res})[0]
-			fmt.Fprintf(w, "%s, %s, seed %d: %d events, %.1f µs simulated in %s\n\n", spec.Name, pol.Key(), seed,
+			fmt.Fprintf(w, "%s, %s, seed %d: %d events, %.1f µs simulated in %s\n", spec.Name, pol.Key(), seed,
 				res.Row.Events, res.Row.SimTimeUs, experiments.FormatWall(time.Since(t0)))
+			fmt.Fprintf(w, "link transmissions: %d data, %d ACK/NAK, %d CNP, %d PFC frames\n\n",
+				res.Row.TxData, res.Row.TxAck, res.Row.TxCNP, res.Row.TxPFC)
 			sum.Table(w)
 			if fctOut != "" {
 				fh, err := os.Create(fctOut)
@@ -166,7 +184,7 @@ side by side with ours.`,
 					return err
 				}
 			}
-			return nil
+			return incomplete([]*experiments.Result{res})
 		},
 	}
 	f := cmd.Flags()
@@ -175,7 +193,8 @@ side by side with ours.`,
 	f.StringVar(&io.Htsim, "htsim", "", "htsim connection matrix")
 	f.StringVar(&io.HostRate, "host-rate", "", "link rate of the fat-tree built for --htsim (default 100Gbps)")
 	f.StringVar(&io.LinkDelay, "link-delay", "", "link delay of the fat-tree built for --htsim (default 1us)")
-	f.IntVar(&io.MTU, "mtu", 0, "NIC MTU for ns-3/htsim scenarios (256..4096; default 1024)")
+	f.StringVar(&io.NS3Config, "ns3-config", "", "HPCC ns-3 config.txt (NIC, switch and CC settings; its topology and flow files unless given)")
+	f.IntVar(&io.MTU, "mtu", 0, "NIC payload per packet for ns-3/htsim scenarios (256..9216; default the other simulator's: ns-3 1000, htsim 4000)")
 	f.StringVar(&ccName, "cc", "dcqcn", "congestion control: "+strings.Join(experiments.CCNames, ", "))
 	f.IntVar(&paths, "paths", 1, "queue pairs per connection")
 	f.StringVar(&chunk, "chunk", "64KiB", "chunk size")
@@ -187,6 +206,7 @@ side by side with ours.`,
 	f.StringVar(&compare, "compare", "", "another simulator's fct.txt for the same flows, to compare")
 	f.StringVar(&jsonOut, "json", "", "write the full result (row, flows, series) as JSON here")
 	trace.register(cmd)
+	_ = cmd.MarkFlagFilename("ns3-config", "txt")
 	_ = cmd.MarkFlagFilename("ns3-topology", "txt")
 	_ = cmd.MarkFlagFilename("ns3-flows", "txt")
 	_ = cmd.MarkFlagFilename("htsim", "cm")

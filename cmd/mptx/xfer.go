@@ -41,6 +41,7 @@ type xferFlags struct {
 	timeout    time.Duration
 	asJSON     bool
 	noProgress bool
+	trace      traceFlag
 }
 
 // verbsFlags are the flags of the direct verbs path (--transport verbs),
@@ -59,9 +60,8 @@ type verbsFlags struct {
 var verbsOnlyFlags = []string{"devices", "pool", "qp-timeout", "retry", "rnr-timer", "mtu", "busy-poll", "qps-per-nic"}
 
 // registerXferFlags registers the flags that send and recv share on cmd:
-// the one place for a flag both take (telemetry's --trace FILE goes here;
-// on send, a Recorder reaches the engine through engineFlags.config's
-// multipath.Config, on both transports).
+// the one place for a flag both take (--trace FILE: a session's
+// Config.Telemetry, both ends of each transfer in one trace).
 func registerXferFlags(cmd *cobra.Command, x *xferFlags, v *verbsFlags) {
 	fl := cmd.Flags()
 	fl.StringVar(&x.secretFile, "secret-file", "", "file holding the shared secret (default: $MPTX_SECRET); at least 16 bytes, the same on both ends")
@@ -69,6 +69,7 @@ func registerXferFlags(cmd *cobra.Command, x *xferFlags, v *verbsFlags) {
 	fl.DurationVar(&x.timeout, "timeout", 0, "session: bound on each control step: handshake, connecting the paths, a reply (default 10s)")
 	fl.BoolVar(&x.asJSON, "json", false, "print the summary as JSON on stdout")
 	fl.BoolVar(&x.noProgress, "no-progress", false, "no progress bar (there is none anyway when stderr is not a terminal)")
+	x.trace.register(cmd)
 
 	fl.StringVar(&v.devices, "devices", "", "verbs: comma-separated RDMA devices to use, dev or dev:port (default: every ACTIVE RoCE port; see mptx devices)")
 	fl.StringVar(&v.pool, "pool", "", "verbs: size of the registered memory pool (default: enough for the tensor)")
@@ -85,10 +86,11 @@ Transports (--transport; the two ends must agree, or say auto):
   tcp    a session over qp/tcp: RDMA-write semantics over one TCP connection
          per path; runs between any two Linux hosts (loopback included).
   verbs  the direct RDMA path (qp/verbs, RC queue pairs through libibverbs):
-         one tensor per run, recv exits after it. It stays the verbs path
-         until sessions run over verbs; session-only flags are refused.
-  auto   a session on the best transport both ends have: verbs once
-         sessions run over verbs, TCP until then (today auto means tcp).`
+         one tensor per run, recv exits after it; session-only flags are
+         refused.
+  auto   a session on the best transport both ends have: verbs when both
+         hosts have a usable RDMA device that reaches the other (proven by
+         RTT probes on every path), TCP otherwise.`
 
 func (x *xferFlags) secret() ([]byte, error) {
 	var s []byte

@@ -80,8 +80,8 @@ func ParseHtsim(r io.Reader, file string) (*HtsimMatrix, error) {
 			}
 			switch f[0] {
 			case "Nodes":
-				if n > maxNodes {
-					return nil, l.fail("Nodes = %d: at most %d supported", n, maxNodes)
+				if n > MaxHosts {
+					return nil, l.fail("Nodes = %d: at most %d hosts are supported (a k = 32 fat tree)", n, MaxHosts)
 				}
 				m.Nodes = n
 			case "Connections":

@@ -47,7 +47,10 @@ func TestParseNS3TopologyErrors(t *testing.T) {
 		{"3 1 1\n2\n0 2 100Gbps 10parsecs 0\n", "t.txt:3: delay \"10parsecs\": want a unit"},
 		{"3 1 1\n2\n0 0 100Gbps 1us 0\n", "t.txt:3: link from node 0 to itself"},
 		{"3 1 2\n2\n0 2 100Gbps 1us 0\n", "t.txt:3: file ends after 1 of 2 links"},
-		{"3 1 1\n2\n0 2 100Gbps 1us 0\n1 2 100Gbps 1us 0\n", "t.txt:4: more links than the 1 declared"},
+		{"16000 1 0\n", "t.txt:1: 15999 hosts"},
+		{"20001 1 0\n", "t.txt:1: nodes = 20001: at most 16384"},
+		{"16385 1 0\n", "t.txt:1: nodes = 16385: at most 16384"},
+		{"3 1 200000\n", "t.txt:1: links = 200000: at most"},
 		{"3 1 1\n2\n0 2 100Gbps 1us 2\n", "t.txt:3: error_rate \"2\": want a probability"},
 	} {
 		_, err := ParseNS3Topology(strings.NewReader(tc.in), "t.txt")
@@ -112,7 +115,8 @@ func TestParseNS3FlowsErrors(t *testing.T) {
 		{"1\n0 0 3 100 10 1\n", "f.txt:2: flow from host 0 to itself"},
 		{"1\n0 1 3 100 0 1\n", "f.txt:2: size_bytes = \"0\""},
 		{"2\n0 1 3 100 10 2\n1 0 3 100 10 1\n", "f.txt:3: start_s 1 is before the previous flow's"},
-		{"1\n0 1 3 100 10 1\n0 1 3 100 10 1\n", "f.txt:3: more flows than the 1 declared"},
+		{"1048577\n", "f.txt:1: want the flow count"},
+		{"1048576\n", "f.txt:1: file ends after 0 of 1048576 flows"},
 	} {
 		_, err := ParseNS3Flows(strings.NewReader(tc.in), "f.txt")
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
@@ -219,10 +223,201 @@ func TestParseHtsimErrors(t *testing.T) {
 		{"Nodes 2\nTriggers 1\ntrigger id 1 multishot\n", "m.cm:3: multishot triggers are not supported"},
 		{"Nodes 2\nfailure switch_type TOR\n", "m.cm:2: failure lines are not supported"},
 		{"Nodes 2\n0->1 id 3 start 0 size 5\n1->0 id 3 start 0 size 5\n", "m.cm:3: flow id 3 already used at line 2"},
+		{"Nodes 65536\n", "m.cm:1: Nodes = 65536: at most 8192 hosts"},
 	} {
 		_, err := ParseHtsim(strings.NewReader(tc.in), "m.cm")
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("ParseHtsim(%q) error = %v, want prefix %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+// TestTrailingLines: like third.cc, the topology and flow readers stop at
+// the declared counts; the lines after them (HPCC's shipped mix/ files end
+// with explanations) are counted, not errors.
+func TestTrailingLines(t *testing.T) {
+	top, err := ParseNS3Topology(strings.NewReader(topo3+"0 1 100Gbps 1us 0\n\nFirst line: total node #\n"), "t.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if top.Ignored != 2 || top.IgnoredFrom != 5 || len(top.Links) != 2 {
+		t.Errorf("topology: %d links, Ignored %d from line %d; want 2 links, 2 ignored from line 5", len(top.Links), top.Ignored, top.IgnoredFrom)
+	}
+	ff, err := ParseNS3FlowFile(strings.NewReader("1\n0 1 3 100 10 2\n1 0 3 100 10 2\nFirst line: # of flows\n"), "f.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ff.Flows) != 1 || ff.Ignored != 2 || ff.IgnoredFrom != 3 {
+		t.Errorf("flows: %d, Ignored %d from line %d; want 1 flow, 2 ignored from line 3", len(ff.Flows), ff.Ignored, ff.IgnoredFrom)
+	}
+}
+
+// TestConnectedAndRTT: connectivity is one search; MaxBaseRTT follows
+// third.cc (2 × delay + payload serialisation per hop, largest pair).
+func TestConnectedAndRTT(t *testing.T) {
+	// Hosts 0 and 1 on switch 3 (1 µs links at 100G and 25G); host 2 on
+	// switch 4 (2 µs at 100G), switches joined by a 3 µs 100G link.
+	top, err := ParseNS3Topology(strings.NewReader("5 2 4\n3 4\n0 3 100Gbps 1us 0\n1 3 25Gbps 1us 0\n2 4 100Gbps 2us 0\n3 4 100Gbps 3us 0\n"), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := top.Connected(); err != nil {
+		t.Errorf("Connected() = %v", err)
+	}
+	// 1 → 2: delay 1+3+2 = 6 µs, so 12 µs, plus 1000 B at 25G (320 ns)
+	// and twice at 100G (80 ns each).
+	if got, want := top.MaxBaseRTT(1000), 12*time.Microsecond+480*time.Nanosecond; got != want {
+		t.Errorf("MaxBaseRTT(1000) = %v, want %v", got, want)
+	}
+	split, err := ParseNS3Topology(strings.NewReader("5 2 3\n3 4\n0 3 100Gbps 1us 0\n1 3 100Gbps 1us 0\n2 4 100Gbps 1us 0\n"), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := split.Connected(); err == nil || !strings.Contains(err.Error(), "hosts 0 and 2 are not connected") {
+		t.Errorf("Connected() of a split fabric = %v, want hosts 0 and 2 not connected", err)
+	}
+	// A host does not forward: 0 - 1(host) - 2 is not a path.
+	chain, err := ParseNS3Topology(strings.NewReader("3 0 2\n\n0 1 100Gbps 1us 0\n1 2 100Gbps 1us 0\n"), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chain.Connected(); err == nil {
+		t.Error("Connected() through a host: nil, want an error")
+	}
+}
+
+// cfgDCQCN is a DCQCN config.txt in HPCC's format (values of run.py's
+// "dcqcn" profile at 100 Gb/s).
+const cfgDCQCN = `ENABLE_QCN 1
+USE_DYNAMIC_PFC_THRESHOLD 1
+PACKET_PAYLOAD_SIZE 1000
+TOPOLOGY_FILE mix/topo.txt
+FLOW_FILE mix/flow.txt
+TRACE_FILE mix/trace.txt
+TRACE_OUTPUT_FILE mix/out.tr
+FCT_OUTPUT_FILE mix/fct.txt
+PFC_OUTPUT_FILE mix/pfc.txt
+SIMULATOR_STOP_TIME 4.00
+CC_MODE 1
+ALPHA_RESUME_INTERVAL 1
+RATE_DECREASE_INTERVAL 4
+CLAMP_TARGET_RATE 0
+RP_TIMER 300
+EWMA_GAIN 0.00390625
+FAST_RECOVERY_TIMES 1
+RATE_AI 20Mb/s
+RATE_HAI 200Mb/s
+MIN_RATE 1000Mb/s
+DCTCP_RATE_AI 1000Mb/s
+ERROR_RATE_PER_LINK 0.0000
+L2_CHUNK_SIZE 4000
+L2_ACK_INTERVAL 1
+L2_BACK_TO_ZERO 0
+HAS_WIN 0
+GLOBAL_T 1
+VAR_WIN 0
+FAST_REACT 0
+U_TARGET 0.95
+MI_THRESH 0
+INT_MULTI 1
+MULTI_RATE 0
+SAMPLE_FEEDBACK 0
+RATE_BOUND 1
+ACK_HIGH_PRIO 1
+LINK_DOWN 0 0 0
+ENABLE_TRACE 1
+KMAX_MAP 2 100000000000 1600 25000000000 400
+KMIN_MAP 2 100000000000 400 25000000000 100
+PMAX_MAP 2 100000000000 0.2 25000000000 0.2
+BUFFER_SIZE 32
+QLEN_MON_FILE mix/qlen.txt
+QLEN_MON_START 2000000000
+QLEN_MON_END 3000000000
+`
+
+func TestParseNS3Config(t *testing.T) {
+	c, err := ParseNS3Config(strings.NewReader(cfgDCQCN), "config.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.CCMode != 1 || c.PayloadSize != 1000 || c.RPTimer != 300*time.Microsecond || c.AlphaResumeInterval != time.Microsecond ||
+		c.RateAI != 20*units.Mbps || c.MinRate != units.Gbps || c.BufferSize != 32*units.MiB || c.StopTime != 4*time.Second ||
+		!c.AckHighPrio || c.TopologyFile != "mix/topo.txt" || c.L2AckInterval != 1 || c.Line("RP_TIMER") != 15 {
+		t.Errorf("ParseNS3Config = %+v", c)
+	}
+	if kmin, kmax, p, ok := c.ECNFor(100 * units.Gbps); !ok || kmin != 400*units.KB || kmax != 1600*units.KB || p != 0.2 {
+		t.Errorf("ECNFor(100G) = %v, %v, %v, %v; want 400KB, 1600KB, 0.2", kmin, kmax, p, ok)
+	}
+	top, err := ParseNS3Topology(strings.NewReader(topo3), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Settings(top, "config.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"profile": "ns3", "g": "0.00390625", "alpha_timer": "1us", "rate_decrease_interval": "4us",
+		"rate_increase_timer": "300us", "f": "1", "ai": "20000000bps", "hai": "200000000bps", "min_rate": "1000000000bps", "clamp_target": "after_timer"}
+	if s.CC != "nic-dcqcn" || !reflect.DeepEqual(s.CCParams, want) || s.MTU != 1000 || s.Header != HeaderBytes ||
+		s.AckEvery != 1 || s.AckInDataClass || s.Buffer != 32*units.MiB || len(s.ECNByRate) != 2 || s.ECNByRate[0].Rate != 25*units.Gbps {
+		t.Errorf("Settings = %+v", s)
+	}
+	hp := strings.NewReplacer("CC_MODE 1", "CC_MODE 3", "HAS_WIN 0", "HAS_WIN 1", "VAR_WIN 0", "VAR_WIN 1", "FAST_REACT 0", "FAST_REACT 1",
+		"RATE_AI 20Mb/s", "RATE_AI 40Mb/s", "ACK_HIGH_PRIO 1", "ACK_HIGH_PRIO 0").Replace(cfgDCQCN)
+	c, err = ParseNS3Config(strings.NewReader(hp), "config.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err = c.Settings(top, "config.txt"); err != nil {
+		t.Fatal(err)
+	}
+	// GLOBAL_T: hosts 0 and 1 through switch 2, 1 µs each way: 4 µs plus
+	// 1000 B at 100G (80 ns) and at 25G (320 ns).
+	want = map[string]string{"eta": "0.95", "max_stage": "0", "ai": "40000000bps", "min_rate": "1000000000bps", "t": "4.4µs"}
+	if s.CC != "nic-hpcc" || !reflect.DeepEqual(s.CCParams, want) || s.Header != HeaderBytes+42 || !s.AckInDataClass {
+		t.Errorf("HPCC Settings = %+v", s)
+	}
+}
+
+func TestParseNS3ConfigErrors(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"CC_MODE 1\nPACKET_SIZE 1000\n", "c.txt:2: unknown key \"PACKET_SIZE\""},
+		{"CC_MODE 1\nCC_MODE 3\n", "c.txt:2: CC_MODE given twice (first at line 1)"},
+		{"ENABLE_QCN yes\n", "c.txt:1: ENABLE_QCN \"yes\": want 0 or 1"},
+		{"RP_TIMER\n", "c.txt:1: RP_TIMER takes 1 value(s), got 0"},
+		{"KMAX_MAP 2 25000000000 400\n", "c.txt:1: KMAX_MAP want 2 rate/value pairs"},
+		{"KMAX_MAP 1 25Gbps 400\n", "c.txt:1: KMAX_MAP rate \"25Gbps\""},
+		{"RATE_AI fast\n", "c.txt:1: RATE_AI \"fast\""},
+		{"LINK_DOWN 1 2\n", "c.txt:1: LINK_DOWN takes 3 value(s)"},
+		{"EWMA_GAIN 2\n", "c.txt:1: EWMA_GAIN \"2\": want a gain in [0, 1]"},
+	} {
+		_, err := ParseNS3Config(strings.NewReader(tc.in), "c.txt")
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("ParseNS3Config(%q) error = %v, want prefix %q", tc.in, err, tc.want)
+		}
+	}
+	top, _ := ParseNS3Topology(strings.NewReader(topo3), "t")
+	for _, tc := range []struct{ edit, want string }{
+		{"CC_MODE 8", "c.txt:11: CC_MODE: 8 (DCTCP) is not modelled"},
+		{"L2_BACK_TO_ZERO 1", "c.txt:25: L2_BACK_TO_ZERO: 1 (go-back-0) is not modelled"},
+		{"KMIN_MAP 1 100000000000 400", "c.txt:40: KMIN_MAP: no KMIN_MAP, KMAX_MAP and PMAX_MAP entries for 25000000000 bit/s"},
+		{"HAS_WIN 1", "c.txt:26: HAS_WIN: 1 with DCQCN"},
+		{"PACKET_PAYLOAD_SIZE 100", "c.txt:3: PACKET_PAYLOAD_SIZE: 100 bytes"},
+		{"RP_TIMER 0", "c.txt:15: RP_TIMER: 0"},
+	} {
+		key := strings.Fields(tc.edit)[0]
+		lines := strings.Split(cfgDCQCN, "\n")
+		for i, l := range lines {
+			if strings.HasPrefix(l, key+" ") {
+				lines[i] = tc.edit
+			}
+		}
+		c, err := ParseNS3Config(strings.NewReader(strings.Join(lines, "\n")), "c.txt")
+		if err != nil {
+			t.Fatalf("%s: %v", tc.edit, err)
+		}
+		if _, err := c.Settings(top, "c.txt"); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("Settings with %q = %v, want prefix %q", tc.edit, err, tc.want)
 		}
 	}
 }
@@ -232,12 +427,18 @@ func FuzzParsers(f *testing.F) {
 	f.Add(matrix)
 	f.Add("2\n0 1 3 100 10 2.0\n1 0 3 100 10 2.5\n")
 	f.Add("0b000001 0b000101 10000 100 10 0 5 4\n")
+	f.Add(cfgDCQCN)
 	f.Fuzz(func(t *testing.T, s string) {
-		if top, err := ParseNS3Topology(strings.NewReader(s), "t"); err == nil {
+		top, err := ParseNS3Topology(strings.NewReader(s), "t")
+		if err == nil {
 			for _, k := range top.Links {
 				if k.Src >= top.Nodes || k.Dst >= top.Nodes || k.Rate <= 0 {
 					t.Fatalf("accepted bad link %+v", k)
 				}
+			}
+			_ = top.Connected()
+			if len(top.Hosts()) <= 64 {
+				_ = top.MaxBaseRTT(1000)
 			}
 		}
 		if fl, err := ParseNS3Flows(strings.NewReader(s), "f"); err == nil {
@@ -259,5 +460,14 @@ func FuzzParsers(f *testing.F) {
 			}
 		}
 		_, _ = ParseFCT(strings.NewReader(s), "fct")
+		if c, err := ParseNS3Config(strings.NewReader(s), "c"); err == nil {
+			if c.PayloadSize <= 0 || c.BufferSize <= 0 {
+				t.Fatalf("accepted payload %v, buffer %v", c.PayloadSize, c.BufferSize)
+			}
+			t3, _ := ParseNS3Topology(strings.NewReader(topo3), "t")
+			if st, err := c.Settings(t3, "c"); err == nil && (st.AckEvery < 1 || st.MTU < 256 || st.MTU > 9216) {
+				t.Fatalf("Settings gave ack_every %d, MTU %v", st.AckEvery, st.MTU)
+			}
+		}
 	})
 }

@@ -8,7 +8,19 @@
 //     connection matrices.
 //
 // Parsers are strict: a malformed line is an error naming the file, the line
-// and what was expected, never a silently skipped flow.
+// and what was expected, never a silently skipped flow. The one leniency is
+// ns-3's own: like third.cc, the topology and flow readers stop after the
+// counts their first line declares, and report (Ignored) any lines after
+// them, such as the explanations HPCC's shipped mix/ files end with.
+//
+// # Limits
+//
+// Inputs are bounded so that a hostile or mistaken file fails at once with
+// one line instead of exhausting time or memory: at most MaxNodes nodes,
+// MaxHosts hosts (a k = 32 fat tree), MaxLinks links and MaxFlows flows;
+// lines of at most 1 MiB. Checks on a whole topology are linear (one
+// breadth-first search for connectivity; MaxBaseRTT is one search per
+// host).
 package interop
 
 import (
@@ -16,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -83,6 +96,10 @@ type NS3Topology struct {
 	Nodes    int       `json:"nodes"`
 	Switches []int     `json:"switches"`
 	Links    []NS3Link `json:"links"`
+	// Ignored counts the non-empty lines after the declared links, which
+	// third.cc never reads; IgnoredFrom is the first one's line.
+	Ignored     int `json:"-"`
+	IgnoredFrom int `json:"-"`
 }
 
 // NS3Link is one full-duplex link.
@@ -95,13 +112,100 @@ type NS3Link struct {
 }
 
 // IsSwitch reports whether node id is a switch.
-func (t *NS3Topology) IsSwitch(id int) bool {
+func (t *NS3Topology) IsSwitch(id int) bool { return slices.Contains(t.Switches, id) }
+
+// adjacency returns each node's neighbours and the delay to each.
+func (t *NS3Topology) adjacency() [][]nbr {
+	adj := make([][]nbr, t.Nodes)
+	for _, k := range t.Links {
+		adj[k.Src] = append(adj[k.Src], nbr{k.Dst, k.Delay, k.Rate})
+		adj[k.Dst] = append(adj[k.Dst], nbr{k.Src, k.Delay, k.Rate})
+	}
+	return adj
+}
+
+type nbr struct {
+	node  int
+	delay time.Duration
+	rate  units.BitRate
+}
+
+// Connected returns nil if every host reaches every other through
+// switches (hosts do not forward, as in third.cc), else an error naming
+// two hosts that are not connected. It is one breadth-first search.
+func (t *NS3Topology) Connected() error {
+	hosts := t.Hosts()
+	if len(hosts) < 2 {
+		return nil
+	}
+	sw := make([]bool, t.Nodes)
 	for _, s := range t.Switches {
-		if s == id {
-			return true
+		sw[s] = true
+	}
+	adj := t.adjacency()
+	seen := make([]bool, t.Nodes)
+	queue := []int{hosts[0]}
+	seen[hosts[0]] = true
+	for h := 0; h < len(queue); h++ {
+		u := queue[h]
+		if u != hosts[0] && !sw[u] {
+			continue // hosts do not forward
+		}
+		for _, n := range adj[u] {
+			if !seen[n.node] {
+				seen[n.node] = true
+				queue = append(queue, n.node)
+			}
 		}
 	}
-	return false
+	for _, h := range hosts[1:] {
+		if !seen[h] {
+			return fmt.Errorf("hosts %d and %d are not connected (through switches)", hosts[0], h)
+		}
+	}
+	return nil
+}
+
+// MaxBaseRTT is the largest base RTT between two hosts as third.cc
+// computes it for GLOBAL_T: twice the propagation delay plus one payload's
+// serialisation at every hop, along the paths its breadth-first search
+// from each host finds. It costs one search per host (MaxHosts bounds
+// it).
+func (t *NS3Topology) MaxBaseRTT(payload units.Bytes) time.Duration {
+	sw := make([]bool, t.Nodes)
+	for _, s := range t.Switches {
+		sw[s] = true
+	}
+	adj := t.adjacency()
+	dist := make([]int, t.Nodes)
+	delay := make([]time.Duration, t.Nodes)
+	tx := make([]time.Duration, t.Nodes)
+	var best time.Duration
+	queue := make([]int, 0, t.Nodes)
+	for _, h := range t.Hosts() {
+		for i := range dist {
+			dist[i] = -1
+		}
+		dist[h], delay[h], tx[h] = 0, 0, 0
+		queue = append(queue[:0], h)
+		for q := 0; q < len(queue); q++ {
+			u := queue[q]
+			for _, n := range adj[u] {
+				if dist[n.node] >= 0 {
+					continue
+				}
+				dist[n.node] = dist[u] + 1
+				delay[n.node] = delay[u] + n.delay
+				tx[n.node] = tx[u] + n.rate.TxTime(payload)
+				if sw[n.node] {
+					queue = append(queue, n.node)
+				} else if rtt := 2*delay[n.node] + tx[n.node]; rtt > best {
+					best = rtt
+				}
+			}
+		}
+	}
+	return best
 }
 
 // Hosts returns the host node ids in increasing order.
@@ -119,8 +223,21 @@ func (t *NS3Topology) Hosts() []int {
 	return h
 }
 
-// maxNodes bounds node counts read from files.
-const maxNodes = 1 << 20
+// Input limits (see the package documentation).
+const (
+	// MaxNodes bounds the nodes of a topology and node ids in flow files.
+	MaxNodes = 16384
+	// MaxHosts bounds the hosts of a topology (and an htsim matrix's
+	// Nodes): a k = 32 fat tree.
+	MaxHosts = 8192
+	// MaxLinks bounds the links of a topology.
+	MaxLinks = 1 << 17
+	// MaxFlows bounds the flows of a flow file or connection matrix.
+	MaxFlows = 1 << 20
+)
+
+// maxNodes is MaxNodes (kept for the parsers' older name).
+const maxNodes = MaxNodes
 
 // ParseNS3Topology reads a topology.txt; file names it in errors.
 func ParseNS3Topology(r io.Reader, file string) (*NS3Topology, error) {
@@ -138,17 +255,21 @@ func ParseNS3Topology(r io.Reader, file string) (*NS3Topology, error) {
 	var nums [3]int
 	for i, name := range []string{"nodes", "switches", "links"} {
 		n, err := strconv.Atoi(f[i])
-		if err != nil || n < 0 || n > maxNodes*16 {
-			return nil, l.fail("%s = %q: want a whole number in [0, %d]", name, f[i], maxNodes*16)
+		if err != nil || n < 0 {
+			return nil, l.fail("%s = %q: want a whole number >= 0", name, f[i])
 		}
 		nums[i] = n
 	}
 	t := &NS3Topology{Nodes: nums[0]}
-	if t.Nodes > maxNodes {
-		return nil, l.fail("nodes = %d: at most %d supported", t.Nodes, maxNodes)
-	}
-	if nums[1] > t.Nodes {
+	switch {
+	case t.Nodes > MaxNodes:
+		return nil, l.fail("nodes = %d: at most %d nodes are supported", t.Nodes, MaxNodes)
+	case nums[1] > t.Nodes:
 		return nil, l.fail("switches = %d exceeds nodes = %d", nums[1], t.Nodes)
+	case t.Nodes-nums[1] > MaxHosts:
+		return nil, l.fail("%d hosts (nodes %d less switches %d): at most %d hosts are supported (a k = 32 fat tree)", t.Nodes-nums[1], t.Nodes, nums[1], MaxHosts)
+	case nums[2] > MaxLinks:
+		return nil, l.fail("links = %d: at most %d links are supported", nums[2], MaxLinks)
 	}
 	seen := make(map[int]bool, nums[1])
 	for len(t.Switches) < nums[1] {
@@ -206,12 +327,28 @@ func ParseNS3Topology(r io.Reader, file string) (*NS3Topology, error) {
 		}
 		t.Links = append(t.Links, k)
 	}
-	if f, err := l.next(); err != nil {
+	if t.Ignored, t.IgnoredFrom, err = l.rest(); err != nil {
 		return nil, err
-	} else if f != nil {
-		return nil, l.fail("more links than the %d declared", nums[2])
 	}
 	return t, nil
+}
+
+// rest counts the non-empty lines left (third.cc reads no further than the
+// declared counts) and returns the first one's line number.
+func (l *lineReader) rest() (n, first int, err error) {
+	for {
+		f, err := l.next()
+		if err != nil {
+			return 0, 0, err
+		}
+		if f == nil {
+			return n, first, nil
+		}
+		if n == 0 {
+			first = l.n
+		}
+		n++
+	}
 }
 
 func nodeID(s string, n int) (int, error) {
@@ -324,12 +461,31 @@ type NS3Flow struct {
 	Start time.Duration `json:"start"`
 }
 
-// maxFlows bounds flow counts read from files.
-const maxFlows = 1 << 24
+// maxFlows is MaxFlows (kept for the parsers' older name).
+const maxFlows = MaxFlows
+
+// NS3FlowFile is a parsed flow.txt.
+type NS3FlowFile struct {
+	Flows []NS3Flow
+	// Ignored counts the non-empty lines after the declared flows, which
+	// third.cc never reads; IgnoredFrom is the first one's line.
+	Ignored, IgnoredFrom int
+}
 
 // ParseNS3Flows reads a flow.txt. Host ids are checked later, against the
-// topology the flows run on.
+// topology the flows run on. Lines after the declared flows are ignored
+// (ParseNS3FlowFile counts them).
 func ParseNS3Flows(r io.Reader, file string) ([]NS3Flow, error) {
+	ff, err := ParseNS3FlowFile(r, file)
+	if err != nil {
+		return nil, err
+	}
+	return ff.Flows, nil
+}
+
+// ParseNS3FlowFile reads a flow.txt and counts the lines after the
+// declared flows.
+func ParseNS3FlowFile(r io.Reader, file string) (*NS3FlowFile, error) {
 	l := newLineReader(r, file)
 	f, err := l.next()
 	if err != nil {
@@ -342,7 +498,7 @@ func ParseNS3Flows(r io.Reader, file string) ([]NS3Flow, error) {
 	if len(f) != 1 || err != nil || n < 0 || n > maxFlows {
 		return nil, l.fail("want the flow count (a whole number in [0, %d]) alone on the first line", maxFlows)
 	}
-	flows := make([]NS3Flow, 0, n)
+	flows := make([]NS3Flow, 0, min(n, 1<<12)) // grown as lines arrive: a count alone allocates nothing
 	for len(flows) < n {
 		f, err := l.next()
 		if err != nil {
@@ -381,12 +537,11 @@ func ParseNS3Flows(r io.Reader, file string) ([]NS3Flow, error) {
 		}
 		flows = append(flows, fl)
 	}
-	if f, err := l.next(); err != nil {
+	ff := &NS3FlowFile{Flows: flows}
+	if ff.Ignored, ff.IgnoredFrom, err = l.rest(); err != nil {
 		return nil, err
-	} else if f != nil {
-		return nil, l.fail("more flows than the %d declared on the first line", n)
 	}
-	return flows, nil
+	return ff, nil
 }
 
 // WriteNS3Flows writes flows in flow.txt format (the inverse of

@@ -49,6 +49,8 @@ type Conn struct {
 	h       *Host
 	cfg     DialConfig
 	sess    *bootstrap.Session
+	in      *bootstrap.Inbox // DialSession: the control frames routed to us; nil: we read sess
+	ownSess bool             // Dial: sess is ours to close
 	groups  []*group
 	nodes   []*node
 	paths   []qp.PathInfo
@@ -141,7 +143,7 @@ func (h *Host) Dial(ctx context.Context, addr string, cfg DialConfig) (*Conn, er
 	if err != nil {
 		return nil, err
 	}
-	c := &Conn{h: h, cfg: cfg, sess: sess, nt: newNotifier()}
+	c := &Conn{h: h, cfg: cfg, sess: sess, ownSess: true, nt: newNotifier()}
 	if err := c.setup(ctx, nics); err != nil {
 		sess.SendAbort(ctx, err.Error())
 		c.teardown()
@@ -273,12 +275,6 @@ func (c *Conn) setup(ctx context.Context, nics []*nic) error {
 			c.maxMsg = n.port.MaxMsg
 		}
 	}
-	if testBeforeReady != nil {
-		testBeforeReady()
-	}
-	if err := c.sess.SendReady(ctx); err != nil {
-		return err
-	}
 	c.allocArrays()
 	c.caps = qp.Caps{CarriesData: true, MaxSendWR: q.MaxSendWR, MaxInlineData: q.MaxInline, MaxMessageBytes: c.maxMsg,
 		Timestamps: true, HWRateLimit: true, ECNCounters: true, CNPCounters: true}
@@ -296,9 +292,16 @@ func (c *Conn) setup(ctx context.Context, nics []*nic) error {
 		c.rateErr = fmt.Errorf("verbs: SetRate: %w (no per-QP rate limiter: packet_pacing_caps.qp_rate_limit_max is 0; pace in software)", qp.ErrNotSupported)
 	}
 	if cfg.RTTProbes > 0 {
-		return c.measureRTT(ctx, cfg.RTTProbes)
+		if err := c.measureRTT(ctx, cfg.RTTProbes); err != nil {
+			return err
+		}
 	}
-	return nil
+	// Ready only once every path carried its probes: the receiver's
+	// end is in place and the peer is reachable on every path.
+	if testBeforeReady != nil {
+		testBeforeReady()
+	}
+	return c.sess.SendReady(ctx)
 }
 
 // probeID marks the work requests of measureRTT (never an engine slot).
@@ -550,12 +553,13 @@ func (c *Conn) convert(w *C.struct_mptx_wc, d *qp.Completion, now vtime.Time) {
 	p := &c.sp[path]
 	// The head is this completion's request (RC completes in order) unless
 	// the completion predates a Reset that emptied the ring.
-	if p.n > 0 && p.ring[p.head].id == d.ID {
-		rec := p.ring[p.head]
-		p.head = (p.head + 1) % len(p.ring)
-		p.n--
-		d.Op, d.Bytes = rec.op, rec.len
+	if p.n == 0 || p.ring[p.head].id != d.ID {
+		return // stale: flushed by a Reset that emptied the ring
 	}
+	rec := p.ring[p.head]
+	p.head = (p.head + 1) % len(p.ring)
+	p.n--
+	d.Op, d.Bytes = rec.op, rec.len
 	if d.Status != qp.StatusOK && p.q.health.failed() == nil {
 		p.q.health.fail(fmt.Errorf("%w: QP %#x on %s: completion status %q (vendor error %#x)",
 			ErrPathDown, qpn, p.g.nic.dev.Name, wcStatusString(int(w.status)), uint32(w.vendor_err)))
@@ -631,11 +635,14 @@ func (c *Conn) Announce(ctx context.Context, t *Transfer) error {
 	if err := c.sess.SendTransfer(ctx, t); err != nil {
 		return err
 	}
-	ack, err := c.sess.RecvTransferAck(ctx)
+	typ, m, err := c.recvCtl(ctx)
 	if err != nil {
 		return err
 	}
-	if ack.ID != t.ID {
+	if typ != bootstrap.TypeTransferAck {
+		return fmt.Errorf("%w: got %s, want TransferAck", bootstrap.ErrProtocol, typ)
+	}
+	if ack := m.(*Transfer); ack.ID != t.ID {
 		return fmt.Errorf("%w: receiver acknowledged transfer %d, we announced %d", bootstrap.ErrProtocol, ack.ID, t.ID)
 	}
 	return nil
@@ -649,21 +656,57 @@ func (c *Conn) AwaitReceipt(ctx context.Context) (*Receipt, error) {
 		c.receipt = nil
 		return r, nil
 	}
-	return c.sess.RecvReceipt(ctx)
+	typ, m, err := c.recvCtl(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if typ != bootstrap.TypeReceipt {
+		return nil, fmt.Errorf("%w: got %s, want Receipt", bootstrap.ErrProtocol, typ)
+	}
+	return m.(*Receipt), nil
+}
+
+// recvCtl reads the next control frame meant for this connection, decoded
+// (bootstrap.Decode): from the Inbox a DialSession connection was given,
+// else from the control connection itself.
+func (c *Conn) recvCtl(ctx context.Context) (bootstrap.Type, any, error) {
+	if c.in == nil {
+		return c.sess.Recv(ctx)
+	}
+	t, payload, err := c.in.Recv(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	m, err := bootstrap.Decode(t, payload)
+	return t, m, err
 }
 
 // resetTimeout bounds the control round trip of Reset.
 const resetTimeout = 10 * time.Second
 
-// Reset brings path's queue pair back from the error state (qp.Resetter):
-// the receiver resets its end first over the control connection
-// (ResetPath, expecting our fresh PSN), then this end goes RESET → INIT →
-// RTR → RTS (ibv_modify_qp(3)) with that PSN. Work requests outstanding at
-// the error were flushed; completions of theirs still in the CQ are
-// reported as before but no longer matched to posted requests. A path that
-// is not in the error state is left alone; one whose port is down is
-// refused with ErrPathDown (probing it would only time out). Reset blocks
-// for one control round trip.
+// Reset fences path and brings it back (qp.Resetter), whatever state its
+// queue pair is in:
+//
+//  1. A queue pair that is not in the error state (a stall: the engine
+//     gave up waiting on it, or a healthy path) is first moved to it
+//     (ibv_modify_qp(3) to IBV_QPS_ERR): it stops transmitting, and its
+//     outstanding work requests complete with IBV_WC_WR_FLUSH_ERR.
+//  2. The receiver resets its end over the control connection (ResetPath):
+//     RESET → INIT → RTR → RTS expecting our fresh PSN. Packets of the old
+//     incarnation still in the network then carry PSNs it no longer
+//     expects, and it drops them (a duplicate is acknowledged without
+//     being executed, a PSN ahead of the expected one draws a sequence
+//     NAK; IBTA 9.9.2, rxe_resp.c check_psn), so nothing of the fenced work
+//     requests lands in its region or reaches its completion queue once
+//     Reset has returned.
+//  3. This end goes RESET → INIT → RTR → RTS with that PSN.
+//
+// Flush completions still in the CQ after Reset are reported as before but
+// no longer matched to posted requests (and do not mark the path down
+// again); the engine ignores them as stale. A path whose port is down is
+// refused with ErrPathDown and left alone (its RC retries run out and
+// flush it, and probing it would only time out). Reset blocks for one
+// control round trip.
 func (c *Conn) Reset(path int) error {
 	if c.closed {
 		return qp.ErrClosed
@@ -675,8 +718,10 @@ func (c *Conn) Reset(path int) error {
 	if e := p.g.nic.portDown.Load(); e != nil {
 		return *e
 	}
-	if p.q.health.failed() == nil && C.mptx_qp_state(p.q.qp) == C.IBV_QPS_RTS {
-		return nil
+	if st := C.mptx_qp_state(p.q.qp); st != C.IBV_QPS_ERR && st != C.IBV_QPS_RESET {
+		if rc := C.mptx_qp_to_error(p.q.qp); rc != 0 {
+			return callErr("ibv_modify_qp(ERR)", p.g.nic.dev.Name, rc)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), resetTimeout)
 	defer cancel()
@@ -686,7 +731,7 @@ func (c *Conn) Reset(path int) error {
 	}
 	var ack *bootstrap.ResetAck
 	for ack == nil {
-		t, m, err := c.sess.Recv(ctx)
+		t, m, err := c.recvCtl(ctx)
 		if err != nil {
 			return err
 		}
@@ -738,6 +783,11 @@ func (c *Conn) teardown() error {
 	for _, g := range c.groups {
 		errs = append(errs, g.node.close())
 	}
-	errs = append(errs, c.sess.Close())
+	if c.in != nil {
+		c.in.Close()
+	}
+	if c.ownSess {
+		errs = append(errs, c.sess.Close())
+	}
 	return errors.Join(errs...)
 }

@@ -36,6 +36,21 @@
 // then measures each path's empty RTT with zero-length WRITE WITH IMM
 // probes (PathInfo.BaseRTT; the RC ACK is the pong).
 //
+// # Sessions
+//
+// An mptx session (the root package) owns its control channel: it
+// authenticates it, speaks its own protocol on it, and asks for verbs
+// there. Host.DialSession and Host.AcceptSession set the queue pairs up
+// over that channel instead of a connection of their own (the same Offer,
+// Accept and Ready), with the session's registered memory: the sender's
+// send buffer and the receiver's whole region, advertised once for the
+// session's lifetime. The channel is then shared through a bootstrap.Mux:
+// its reader routes the connection's frames (ResetPath, ResetAck) to the
+// Conn or Receiver and the session's own to the session. In both modes the
+// sender sends Ready only after its RTT probes crossed every path, so a
+// Ready receiver knows the paths work, and a session set to auto can fall
+// back to TCP when they do not.
+//
 // The receiver grants remote write access to exactly the advertised
 // region, for the transfer's lifetime: a type 2 memory window per path
 // bound over the region (AccessMemoryWindow; the pool's MR itself has no
@@ -80,6 +95,14 @@
 // extended CQ (ibv_create_cq_ex(3)) whose raw cycle stamps are mapped onto
 // the driver's clock (tsConv); others, Soft-RoCE among them, are stamped
 // with one monotonic clock read per poll batch (DialConfig.Clock).
+//
+// Fence: Conn.Reset (qp.Resetter) takes a path's QP to the error state if
+// it is not there already (a stall: flushes its send queue), has the
+// receiver reset its end with a fresh expected PSN over the control
+// channel, then resets this end: packets of the old incarnation still in
+// the network are refused by PSN, so nothing of the fenced work lands once
+// Reset has returned (TestVMResetFencesStall holds a path's packets back
+// with netem and checks).
 //
 // Congestion counters come from the port's hw_counters (counters.go); rxe
 // has no ECN or CNP counters and reports none (Caps says so). A QP error

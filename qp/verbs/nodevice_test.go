@@ -29,4 +29,10 @@ func TestNoDeviceHere(t *testing.T) {
 		t.Fatalf("OpenHost = %v, want ErrNoDevice wrapping qp.ErrNotSupported", err)
 	}
 	t.Logf("OpenHost here: %v", err)
+	if err := Usable(HostConfig{}); !errors.Is(err, ErrNoDevice) {
+		t.Fatalf("Usable = %v, want ErrNoDevice", err)
+	}
+	if err := Usable(HostConfig{Devices: []string{"mlx5_0"}}); !errors.Is(err, ErrNoDevice) {
+		t.Fatalf("Usable(mlx5_0) = %v, want ErrNoDevice naming the device", err)
+	}
 }

@@ -129,7 +129,7 @@ func (l *Listener) Accept(ctx context.Context) (*Receiver, error) {
 // serve sets up the transfer an authenticated sender offered. It owns
 // sess: on failure it is closed.
 func (l *Listener) serve(ctx context.Context, sess *bootstrap.Session, offer *bootstrap.Offer) (*Receiver, error) {
-	r := &Receiver{h: l.h, cfg: l.cfg, sess: sess, offer: offer, nt: newNotifier()}
+	r := &Receiver{h: l.h, cfg: l.cfg, sess: sess, ownSess: true, offer: offer, nt: newNotifier()}
 	if err := r.setup(ctx, l.nics); err != nil {
 		sess.SendAbort(ctx, err.Error())
 		r.teardown()
@@ -158,9 +158,12 @@ type Receiver struct {
 	h       *Host
 	cfg     ListenConfig
 	sess    *bootstrap.Session
+	in      *bootstrap.Inbox // AcceptSession: the control frames routed to us; nil: we read sess
+	ownSess bool             // Listener.Accept: sess is ours to close
 	offer   *bootstrap.Offer
 	region  *Buffer
-	owned   bool // region from Host.Alloc, freed by Close
+	size    uint64 // the advertised region's bytes: the offered size, or AcceptSession's whole region
+	owned   bool   // region from Host.Alloc, freed by Close
 	groups  []*group
 	nodes   []*node
 	paths   []qp.PathInfo
@@ -181,6 +184,7 @@ type Receiver struct {
 	// the spot. mu guards what it shares with the driver's goroutine.
 	transfers chan *Transfer
 	ctlDone   chan struct{}
+	ctlStop   context.CancelFunc // ends the control goroutine's reads (AcceptSession)
 	mu        sync.Mutex
 	ctlErr    error
 }
@@ -217,6 +221,20 @@ func (r *Receiver) setup(ctx context.Context, nics []*nic) error {
 	if r.region.Len() < size {
 		return fmt.Errorf("verbs: ListenConfig.Region returned %d bytes for a %d-byte offer", int64(r.region.Len()), int64(size))
 	}
+	r.size = o.Size
+	if err := r.connect(ctx, nics); err != nil {
+		return err
+	}
+	r.startControl(context.Background())
+	return nil
+}
+
+// connect creates the receiving QPs for the sender's offered paths,
+// exposes [region, region+size) on each, answers with Accept and waits for
+// the sender's Ready.
+func (r *Receiver) connect(ctx context.Context, nics []*nic) error {
+	cfg := r.cfg
+	o := r.offer
 	// How the region is exposed decides the groups' PDs (newGroup).
 	r.access = cfg.Access
 	if r.access == AccessAuto {
@@ -252,7 +270,7 @@ func (r *Receiver) setup(ctx context.Context, nics []*nic) error {
 		cqIdx[g] = i
 	}
 	r.byCQ = make([][]int, len(r.groups))
-	acc := &bootstrap.Accept{RegionAddr: r.region.addr(), RegionLen: o.Size}
+	acc := &bootstrap.Accept{RegionAddr: r.region.addr(), RegionLen: r.size}
 	if r.access == AccessMemoryWindow {
 		acc.Caps |= bootstrap.CapMemoryWindow
 	}
@@ -301,7 +319,7 @@ func (r *Receiver) setup(ctx context.Context, nics []*nic) error {
 			mr := regionMR[g]
 			if mr == nil {
 				var nd *node
-				mr, nd, err = regMR(g.node, g.pd, unsafe.Pointer(&r.region.mem[0]), int(o.Size),
+				mr, nd, err = regMR(g.node, g.pd, unsafe.Pointer(&r.region.mem[0]), int(r.size),
 					C.IBV_ACCESS_LOCAL_WRITE|C.IBV_ACCESS_REMOTE_WRITE, n.dev.Name+" receive region")
 				if err != nil {
 					return err
@@ -337,27 +355,52 @@ func (r *Receiver) setup(ctx context.Context, nics []*nic) error {
 	if err := r.sess.RecvReady(xctx); err != nil {
 		return fmt.Errorf("verbs: waiting for the sender's Ready: %w", err)
 	}
+	return nil
+}
+
+// startControl starts the control goroutine; cancelling ctx (or closing
+// the session it reads) stops it.
+func (r *Receiver) startControl(ctx context.Context) {
+	ctx, r.ctlStop = context.WithCancel(ctx)
 	r.transfers = make(chan *Transfer, 16)
 	r.ctlDone = make(chan struct{})
-	go r.control()
-	return nil
+	go r.control(ctx)
+}
+
+// recvCtl reads the next control frame meant for the receiver, decoded:
+// from its Inbox (AcceptSession), else from the control connection.
+func (r *Receiver) recvCtl(ctx context.Context) (bootstrap.Type, any, error) {
+	if r.in == nil {
+		return r.sess.Recv(ctx)
+	}
+	t, payload, err := r.in.Recv(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	m, err := bootstrap.Decode(t, payload)
+	return t, m, err
 }
 
 // control serves the control connection until it closes: transfer
 // announcements for AwaitTransfer, and path resets (ResetPath), which it
 // carries out at once so that a sender blocked in Conn.Reset is answered
 // even while this side's driver only polls.
-func (r *Receiver) control() {
+func (r *Receiver) control(ctx context.Context) {
 	defer close(r.ctlDone)
 	defer close(r.transfers)
-	ctx := context.Background()
 	for {
-		t, m, err := r.sess.Recv(ctx)
+		t, m, err := r.recvCtl(ctx)
 		if err == nil {
 			switch t {
 			case bootstrap.TypeTransfer:
-				r.transfers <- m.(*Transfer)
-				continue
+				select {
+				case r.transfers <- m.(*Transfer):
+				case <-ctx.Done():
+					err = ctx.Err()
+				}
+				if err == nil {
+					continue
+				}
 			case bootstrap.TypeResetPath:
 				ack := r.resetPath(m.(*bootstrap.ResetPath))
 				err = r.sess.SendResetAck(ctx, ack)
@@ -471,7 +514,7 @@ func (r *Receiver) bindWindow(g *group, q *qpEnd) (uint32, *node, error) {
 		return 0, nil, err
 	}
 	var rkey C.uint32_t
-	if rc := C.mptx_bind_mw2(q.qp, mw, n.poolOrUserMR(r.region), C.uint64_t(r.region.addr()), C.uint64_t(r.offer.Size),
+	if rc := C.mptx_bind_mw2(q.qp, mw, n.poolOrUserMR(r.region), C.uint64_t(r.region.addr()), C.uint64_t(r.size),
 		C.IBV_ACCESS_REMOTE_WRITE, 1, &rkey); rc != 0 {
 		return fail(callErr("ibv_post_send(BIND_MW)", name, rc))
 	}
@@ -540,7 +583,7 @@ func (r *Receiver) Rkey(path int) uint32 {
 
 // Region returns the advertised region's bytes (the tensor lands here).
 // It is valid until Close.
-func (r *Receiver) Region() []byte { return r.region.mem[:r.offer.Size] }
+func (r *Receiver) Region() []byte { return r.region.mem[:r.size] }
 
 // Poll moves up to len(dst) receive completions (OpRecvImm, Imm in host
 // order, Bytes the WRITE's length) into dst, polling every NIC's receive
@@ -642,8 +685,8 @@ func (r *Receiver) AwaitTransfer(ctx context.Context) (*Transfer, error) {
 		}
 		t = tr
 	}
-	if t.Remote > r.offer.Size || t.Size > r.offer.Size-t.Remote {
-		err := fmt.Errorf("verbs: transfer %d of %d bytes at offset %d does not fit the %d-byte region", t.ID, t.Size, t.Remote, r.offer.Size)
+	if t.Remote > r.size || t.Size > r.size-t.Remote {
+		err := fmt.Errorf("verbs: transfer %d of %d bytes at offset %d does not fit the %d-byte region", t.ID, t.Size, t.Remote, r.size)
 		r.sess.SendAbort(ctx, err.Error())
 		return nil, err
 	}
@@ -676,9 +719,18 @@ func (r *Receiver) Close() error {
 
 func (r *Receiver) teardown() error {
 	// Stop the control goroutine first: it may be resetting a QP.
-	errs := []error{r.sess.Close()}
+	var errs []error
+	if r.ownSess {
+		errs = append(errs, r.sess.Close())
+	}
+	if r.ctlStop != nil {
+		r.ctlStop()
+	}
 	if r.ctlDone != nil {
 		<-r.ctlDone
+	}
+	if r.in != nil {
+		r.in.Close()
 	}
 	errs = append(errs, r.Revoke())
 	r.nt.stop()

@@ -51,6 +51,19 @@ func (h *Host) Dial(context.Context, string, DialConfig) (*Conn, error) {
 	return nil, errNotSupported
 }
 
+// Usable returns errNotSupported.
+func Usable(HostConfig) error { return errNotSupported }
+
+// DialSession returns errNotSupported.
+func (h *Host) DialSession(context.Context, *bootstrap.Mux, DialConfig) (*Conn, error) {
+	return nil, errNotSupported
+}
+
+// AcceptSession returns errNotSupported.
+func (h *Host) AcceptSession(context.Context, *bootstrap.Mux, *Buffer, ListenConfig) (*Receiver, error) {
+	return nil, errNotSupported
+}
+
 // Listen returns errNotSupported.
 func (h *Host) Listen(string, ListenConfig) (*Listener, error) { return nil, errNotSupported }
 

@@ -38,3 +38,9 @@ func (r *Receiver) regionAddr() uint64 { return r.region.addr() }
 // testBeforeReady, if set, runs in Dial just before it sends Ready: a test
 // makes a sender go silent there.
 var testBeforeReady func()
+
+// inRTS reports whether path's QP is in the ready-to-send state
+// (ibv_query_qp(3)).
+func (c *Conn) inRTS(path int) bool {
+	return C.mptx_qp_state(c.sp[path].q.qp) == C.IBV_QPS_RTS
+}

@@ -1,6 +1,7 @@
 // Package rxe_test runs mptx end to end on real RDMA: two `mptx` processes
 // (recv and send, --transport verbs: the direct verbs path) over Soft-RoCE devices on two veth wires inside the qemu
-// VM that `make rxe-test` boots (test/rxe/vm.sh, test/rxe/job.sh), plus
+// VM that `make rxe-test` boots (test/rxe/vm.sh, test/rxe/job.sh), sessions
+// over verbs through the library's session API (session_test.go), plus
 // perftest's ib_write_bw on the same link for a throughput reference.
 // Outside that VM every test skips and says how to run it.
 package rxe_test

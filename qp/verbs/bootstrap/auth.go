@@ -119,21 +119,25 @@ func mac(key []byte, label string, parts ...[]byte) []byte {
 	return h.Sum(nil)
 }
 
-// deadline applies ctx's deadline (or DefaultHandshakeTimeout) to conn
-// and makes cancellation of ctx interrupt blocked I/O. The returned func
-// undoes both.
-func deadline(ctx context.Context, conn net.Conn, def time.Duration) func() {
+// deadline applies ctx's deadline (or def, when ctx has none and def > 0)
+// through set, one of conn's SetDeadline, SetReadDeadline or
+// SetWriteDeadline, and makes cancellation of ctx interrupt the blocked
+// I/O it governs. The returned func undoes both. A Session's frames are
+// written and read by different goroutines (sends from any, receives from
+// one), so framing sets only its own direction's deadline: a write's
+// deadline must not cut short, or be cleared by, a concurrent read.
+func deadline(ctx context.Context, set func(time.Time) error, def time.Duration) func() {
 	d, ok := ctx.Deadline()
 	if !ok && def > 0 {
 		d, ok = time.Now().Add(def), true
 	}
 	if ok {
-		_ = conn.SetDeadline(d)
+		_ = set(d)
 	}
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	stop := context.AfterFunc(ctx, func() { _ = set(time.Unix(1, 0)) })
 	return func() {
 		stop()
-		_ = conn.SetDeadline(time.Time{})
+		_ = set(time.Time{})
 	}
 }
 
@@ -163,7 +167,7 @@ func Client(ctx context.Context, conn net.Conn, secret []byte) (*Session, error)
 		conn.Close()
 		return nil, err
 	}
-	undo := deadline(ctx, conn, DefaultHandshakeTimeout)
+	undo := deadline(ctx, conn.SetDeadline, DefaultHandshakeTimeout)
 	s, err := clientHandshake(ctx, conn, secret)
 	undo()
 	if err != nil {
@@ -232,7 +236,7 @@ func Server(ctx context.Context, conn net.Conn, secret []byte) (*Session, error)
 		conn.Close()
 		return nil, err
 	}
-	undo := deadline(ctx, conn, DefaultHandshakeTimeout)
+	undo := deadline(ctx, conn.SetDeadline, DefaultHandshakeTimeout)
 	s, err := serverHandshake(ctx, conn, secret)
 	undo()
 	if err != nil {

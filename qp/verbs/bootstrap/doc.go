@@ -67,5 +67,20 @@
 // ResetAck, to bring a path's queue pair back from the error state.
 //
 // A Session's sends may come from several goroutines; its receives must
-// come from one.
+// come from one. A write sets only the write deadline and a read only the
+// read deadline, so a write that times out does not fail a concurrent
+// read.
+//
+// # Sharing the channel
+//
+// An mptx session (the root package) runs its own protocol on this channel
+// in application frames (TypeApp and up: WriteApp, ReadApp; a Listener
+// with AppHello hands over the first one). Over verbs the same channel also
+// carries the verbs connection's frames (ResetPath, ResetAck) for the
+// connection's lifetime. Mux lets them share it: one goroutine reads every
+// frame and routes it by type to the consumer that registered for it.
+// The verbs set-up exchange (Offer, Accept, Ready) runs on the Session
+// before the Mux starts; a frame of another type than the one awaited is
+// a *FrameError carrying it, which is how a session that gives up on verbs
+// tells its peer to fall back to TCP.
 package bootstrap

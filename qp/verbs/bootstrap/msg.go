@@ -406,7 +406,7 @@ func (s *Session) writeFrame(ctx context.Context, t Type, payload []byte) error 
 	s.buf = append(s.buf, payload...)
 	s.buf = append(s.buf, s.tag(s.dir(true), s.sendSeq, t, payload)...)
 	s.sendSeq++
-	undo := deadline(ctx, s.conn, 0)
+	undo := deadline(ctx, s.conn.SetWriteDeadline, 0)
 	defer undo()
 	if _, err := s.conn.Write(s.buf); err != nil {
 		return ioErr(ctx, "sending "+t.String(), err)
@@ -415,7 +415,7 @@ func (s *Session) writeFrame(ctx context.Context, t Type, payload []byte) error 
 }
 
 func (s *Session) readFrame(ctx context.Context) (Type, []byte, error) {
-	undo := deadline(ctx, s.conn, 0)
+	undo := deadline(ctx, s.conn.SetReadDeadline, 0)
 	defer undo()
 	var hdr [5]byte
 	if _, err := io.ReadFull(s.r, hdr[:]); err != nil {
@@ -468,7 +468,7 @@ func (s *Session) recv(ctx context.Context, want Type, m message) error {
 		return fmt.Errorf("%w: %s", ErrAborted, reason)
 	}
 	if t != want {
-		return fmt.Errorf("%w: got %s, want %s", ErrProtocol, t, want)
+		return &FrameError{Type: t, Want: want, Payload: payload}
 	}
 	if m != nil {
 		m.unmarshal(d)
@@ -568,22 +568,31 @@ func (s *Session) SendResetAck(ctx context.Context, m *ResetAck) error {
 	return s.send(ctx, TypeResetAck, m)
 }
 
-// Recv reads the next frame whatever its type and returns it decoded:
-// *Offer, *Accept, *Transfer (for Transfer and TransferAck, with the type
-// to tell them apart), *Receipt, *ResetPath, *ResetAck, or nil for Ready.
-// An Abort frame yields ErrAborted with the peer's reason.
+// Recv reads the next frame whatever its type and returns it decoded (see
+// Decode). An Abort frame yields ErrAborted with the peer's reason.
 func (s *Session) Recv(ctx context.Context) (Type, any, error) {
 	t, payload, err := s.readFrame(ctx)
 	if err != nil {
 		return 0, nil, err
 	}
+	m, err := Decode(t, payload)
+	return t, m, err
+}
+
+// Decode decodes the payload of a bootstrap frame of type t: *Offer,
+// *Accept, *Transfer (for Transfer and TransferAck), *Receipt, *ResetPath,
+// *ResetAck, or nil for Ready. An Abort yields ErrAborted with the peer's
+// reason; an application type (TypeApp and up) or an unknown one,
+// ErrProtocol. It is what Recv applies to the frames it reads, for frames
+// read through a Mux.
+func Decode(t Type, payload []byte) (any, error) {
 	d := &dec{b: payload}
 	var m message
 	switch t {
 	case TypeAbort:
-		return t, nil, fmt.Errorf("%w: %s", ErrAborted, d.str())
+		return nil, fmt.Errorf("%w: %s", ErrAborted, d.str())
 	case TypeReady:
-		return t, nil, d.done()
+		return nil, d.done()
 	case TypeOffer:
 		m = new(Offer)
 	case TypeAccept:
@@ -597,11 +606,36 @@ func (s *Session) Recv(ctx context.Context) (Type, any, error) {
 	case TypeResetAck:
 		m = new(ResetAck)
 	default:
-		return t, nil, fmt.Errorf("%w: unknown frame type %d", ErrProtocol, t)
+		return nil, &FrameError{Type: t, Payload: payload}
 	}
 	m.unmarshal(d)
-	return t, m, d.done()
+	if err := d.done(); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
+
+// FrameError is a well-formed, authenticated frame of another type than
+// the one awaited (the Recv* methods), or one Decode does not know. It
+// wraps ErrProtocol, and it carries the frame, so that the layer above can
+// act on it: an mptx session whose peer gives up on verbs sends an
+// application frame where the verbs exchange expected its next message,
+// and the session falls back to TCP on the same channel.
+type FrameError struct {
+	Type    Type   // what arrived
+	Want    Type   // what was awaited; 0 for Decode
+	Payload []byte // its payload
+}
+
+func (e *FrameError) Error() string {
+	if e.Want == 0 {
+		return fmt.Sprintf("%v: unknown frame type %d", ErrProtocol, uint8(e.Type))
+	}
+	return fmt.Sprintf("%v: got %s, want %s", ErrProtocol, e.Type, e.Want)
+}
+
+// Is reports whether target is ErrProtocol.
+func (e *FrameError) Is(target error) bool { return target == ErrProtocol }
 
 // SendAbort tells the peer why we give up. Errors are ignored by design:
 // the connection is about to be closed anyway.
