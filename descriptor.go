@@ -45,20 +45,43 @@ type Descriptor struct {
 	Len units.Bytes
 	// Access is what the peer may do: AccessRead, AccessWrite or both.
 	Access Access
+	// PathKeys, when set, are the range's key on each path of the
+	// session, in path order (verbs registers an exposure with each NIC,
+	// and each registration has its own rkey; Key is path 0's); nil: Key
+	// on every path.
+	PathKeys []uint32
+}
+
+// Equal reports whether d and e name the same range with the same keys
+// and rights.
+func (d Descriptor) Equal(e Descriptor) bool {
+	if d.Key != e.Key || d.Addr != e.Addr || d.Len != e.Len || d.Access != e.Access || len(d.PathKeys) != len(e.PathKeys) {
+		return false
+	}
+	for i, k := range d.PathKeys {
+		if e.PathKeys[i] != k {
+			return false
+		}
+	}
+	return true
 }
 
 // Descriptor encoding, version 1 (all integers big endian or unsigned
 // varints, encoding/binary):
 //
 //	magic 'm' | version 1 | access | key u32 | addr uvarint | len uvarint
+//	[ n uvarint (1..MaxDescriptorPaths) | n × path key u32 ]
 //
-// Varints must be minimal, and nothing may follow, so that every valid
-// descriptor has exactly one encoding.
+// The path keys are there only when the descriptor has them. Varints must
+// be minimal, and nothing may follow, so that every valid descriptor has
+// exactly one encoding.
 const (
 	descMagic   = 'm'
 	descVersion = 1
+	// MaxDescriptorPaths bounds Descriptor.PathKeys (multipath.MaxPaths).
+	MaxDescriptorPaths = 64
 	// MaxDescriptorLen is the longest binary encoding of a Descriptor.
-	MaxDescriptorLen = 3 + 4 + 2*binary.MaxVarintLen64
+	MaxDescriptorLen = 3 + 4 + 2*binary.MaxVarintLen64 + 1 + 4*MaxDescriptorPaths
 	descText         = "mptx-desc:"
 )
 
@@ -76,6 +99,13 @@ func (d Descriptor) check() error {
 		return fmt.Errorf("%w: length %d (valid: > 0)", errDescriptor, int64(d.Len))
 	case d.Addr > uint64(units.MaxBytes) || uint64(d.Len) > uint64(units.MaxBytes)-d.Addr:
 		return fmt.Errorf("%w: range [%#x, +%d) ends past %#x (the largest address)", errDescriptor, d.Addr, int64(d.Len), uint64(units.MaxBytes))
+	case d.PathKeys != nil && (len(d.PathKeys) == 0 || len(d.PathKeys) > MaxDescriptorPaths):
+		return fmt.Errorf("%w: %d path keys (valid: none, or 1..%d)", errDescriptor, len(d.PathKeys), MaxDescriptorPaths)
+	}
+	for i, k := range d.PathKeys {
+		if k == 0 {
+			return fmt.Errorf("%w: path key %d is 0", errDescriptor, i)
+		}
 	}
 	return nil
 }
@@ -88,7 +118,14 @@ func (d Descriptor) AppendBinary(b []byte) ([]byte, error) {
 	b = append(b, descMagic, descVersion, byte(d.Access))
 	b = binary.BigEndian.AppendUint32(b, d.Key)
 	b = binary.AppendUvarint(b, d.Addr)
-	return binary.AppendUvarint(b, uint64(d.Len)), nil
+	b = binary.AppendUvarint(b, uint64(d.Len))
+	if len(d.PathKeys) > 0 {
+		b = binary.AppendUvarint(b, uint64(len(d.PathKeys)))
+		for _, k := range d.PathKeys {
+			b = binary.BigEndian.AppendUint32(b, k)
+		}
+	}
+	return b, nil
 }
 
 // MarshalBinary encodes d (at most MaxDescriptorLen bytes).
@@ -117,8 +154,18 @@ func (d *Descriptor) UnmarshalBinary(b []byte) error {
 	if err != nil {
 		return err
 	}
-	if len(rest) != 0 {
-		return fmt.Errorf("%w: %d trailing bytes", errDescriptor, len(rest))
+	if len(rest) > 0 {
+		k, r, err := uvarint(rest, "path key count")
+		if err != nil {
+			return err
+		}
+		if k == 0 || k > MaxDescriptorPaths || uint64(len(r)) != 4*k {
+			return fmt.Errorf("%w: %d path keys in %d bytes (valid: 1..%d keys of 4 bytes, nothing after)", errDescriptor, k, len(r), MaxDescriptorPaths)
+		}
+		v.PathKeys = make([]uint32, k)
+		for i := range v.PathKeys {
+			v.PathKeys[i] = binary.BigEndian.Uint32(r[4*i:])
+		}
 	}
 	if n > uint64(units.MaxBytes) {
 		return fmt.Errorf("%w: length %d (valid: up to %d)", errDescriptor, n, int64(units.MaxBytes))
@@ -178,7 +225,18 @@ func (d *Descriptor) UnmarshalText(text []byte) error {
 
 // String describes d for people; MarshalText is the token to pass on.
 func (d Descriptor) String() string {
+	if len(d.PathKeys) > 0 {
+		return fmt.Sprintf("key %#x [%#x, +%v) %v, path keys %#x", d.Key, d.Addr, d.Len, d.Access, d.PathKeys)
+	}
 	return fmt.Sprintf("key %#x [%#x, +%v) %v", d.Key, d.Addr, d.Len, d.Access)
+}
+
+// pathKey returns the key to post on path with.
+func (d *Descriptor) pathKey(path int) uint32 {
+	if path >= 0 && path < len(d.PathKeys) {
+		return d.PathKeys[path]
+	}
+	return d.Key
 }
 
 // Slice returns the descriptor of n bytes of d from offset off: the same

@@ -14,6 +14,7 @@ func TestDescriptorRoundTrip(t *testing.T) {
 		{Key: 1, Addr: 0, Len: 1, Access: AccessRead},
 		{Key: 0xdeadbeef, Addr: 0x7f12_3456_7000, Len: 2 * units.GiB, Access: AccessRead | AccessWrite},
 		{Key: 7, Addr: uint64(units.MaxBytes) - 1, Len: 1, Access: AccessWrite},
+		{Key: 0x1000, Addr: 0x7f00_0000_0000, Len: units.MiB, Access: AccessRead, PathKeys: []uint32{0x1000, 0x2000, 0x1001, 0x2001}},
 	} {
 		b, err := d.MarshalBinary()
 		if err != nil {
@@ -23,7 +24,7 @@ func TestDescriptorRoundTrip(t *testing.T) {
 			t.Errorf("MarshalBinary(%v) is %d bytes, over MaxDescriptorLen %d", d, len(b), MaxDescriptorLen)
 		}
 		var got Descriptor
-		if err := got.UnmarshalBinary(b); err != nil || got != d {
+		if err := got.UnmarshalBinary(b); err != nil || !got.Equal(d) {
 			t.Errorf("UnmarshalBinary(MarshalBinary(%v)) = %v, %v", d, got, err)
 		}
 		txt, err := d.MarshalText()
@@ -31,7 +32,7 @@ func TestDescriptorRoundTrip(t *testing.T) {
 			t.Fatalf("MarshalText(%v): %v", d, err)
 		}
 		got = Descriptor{}
-		if err := got.UnmarshalText(txt); err != nil || got != d {
+		if err := got.UnmarshalText(txt); err != nil || !got.Equal(d) {
 			t.Errorf("UnmarshalText(%q) = %v, %v; want %v", txt, got, err, d)
 		}
 	}
@@ -60,6 +61,9 @@ func TestDescriptorRejects(t *testing.T) {
 		"truncated len": good[:len(good)-1],
 		"overlong addr": append(append(append([]byte(nil), good[:7]...), 0x80|0x00, 0x20, 0x00), good[9:]...),
 		"zero len":      append(append([]byte(nil), good[:len(good)-1]...), 0),
+		"no path keys": append(append([]byte(nil), good...), 0),
+		"path key 0": append(append([]byte(nil), good...), 1, 0, 0, 0, 0),
+		"short keys":  append(append([]byte(nil), good...), 2, 0, 0, 0, 1),
 		"past max": func() []byte {
 			b := append([]byte(nil), good[:7]...)
 			b = binary.AppendUvarint(b, uint64(units.MaxBytes))
@@ -114,6 +118,7 @@ func FuzzDescriptor(f *testing.F) {
 		{Key: 1, Addr: 0, Len: 1, Access: AccessRead},
 		{Key: 0x1234abcd, Addr: 0x7f00_0000_0000, Len: units.GiB, Access: AccessRead | AccessWrite},
 		{Key: 0xffffffff, Addr: uint64(units.MaxBytes) - 4096, Len: 4096, Access: AccessWrite},
+		{Key: 5, Addr: 4096, Len: 4096, Access: AccessRead, PathKeys: []uint32{5, 6}},
 	} {
 		b, _ := d.MarshalBinary()
 		f.Add(b)
@@ -132,7 +137,7 @@ func FuzzDescriptor(f *testing.F) {
 			}
 			txt, err := d.MarshalText()
 			var e Descriptor
-			if err != nil || e.UnmarshalText(txt) != nil || e != d {
+			if err != nil || e.UnmarshalText(txt) != nil || !e.Equal(d) {
 				t.Fatalf("text round trip of %v: %q -> %v", d, txt, e)
 			}
 		}

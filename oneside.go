@@ -136,6 +136,7 @@ type piece struct {
 	local  units.Bytes
 	remote uint64
 	key    uint32
+	keys   []uint32 // per path (Descriptor.PathKeys), nil: key on every path
 	size   units.Bytes
 	user   []byte  // staged: the caller's bytes
 	buf    *Buffer // in place: the pinned pool Buffer
@@ -238,14 +239,14 @@ func (s *Session) oneSided(ctx context.Context, pairs []Pair, write bool) (*Op, 
 		if buf, off := ss.pool.pinWithin(p.Local); buf != nil {
 			if n := len(op.pieces); n > 0 {
 				q := op.pieces[n-1]
-				if q.buf == buf && q.local+q.size == off && q.key == d.Key && q.remote+uint64(q.size) == d.Addr {
+				if q.buf == buf && q.local+q.size == off && q.key == d.Key && q.remote+uint64(q.size) == d.Addr && samePathKeys(q.keys, d.PathKeys) {
 					q.size += d.Len // adjacent on both ends: one transfer
 					q.pairs++
 					buf.unpin()
 					continue
 				}
 			}
-			op.pieces = append(op.pieces, &piece{op: op, pair: i, pairs: 1, local: off, remote: d.Addr, key: d.Key, size: d.Len, buf: buf})
+			op.pieces = append(op.pieces, &piece{op: op, pair: i, pairs: 1, local: off, remote: d.Addr, key: d.Key, keys: d.PathKeys, size: d.Len, buf: buf})
 			continue
 		}
 		if len(ss.send) == 0 {
@@ -254,7 +255,7 @@ func (s *Session) oneSided(ctx context.Context, pairs []Pair, write bool) (*Op, 
 		}
 		for off := units.Bytes(0); off < d.Len; off += step {
 			n := min(step, d.Len-off)
-			op.pieces = append(op.pieces, &piece{op: op, pair: i, pairs: 1, remote: d.Addr + uint64(off), key: d.Key, size: n, user: p.Local[off : off+n]})
+			op.pieces = append(op.pieces, &piece{op: op, pair: i, pairs: 1, remote: d.Addr + uint64(off), key: d.Key, keys: d.PathKeys, size: n, user: p.Local[off : off+n]})
 		}
 	}
 	op.results = make(chan *piece, len(op.pieces))
@@ -353,6 +354,19 @@ func (o *Op) run() {
 	close(o.done)
 }
 
+// samePathKeys reports whether two pieces' path keys are the same.
+func samePathKeys(a, b []uint32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // tryReserve takes size bytes of the staging buffer if it has them now.
 func (ss *sendSide) tryReserve(size units.Bytes) (units.Bytes, bool) {
 	ss.stageMu.Lock()
@@ -419,7 +433,7 @@ func (ss *sendSide) osStart(p *piece) (full bool) {
 	}
 	p.id = multipath.TransferID(ss.nextID.Add(1))
 	spec := multipath.TransferSpec{ID: p.id, Size: p.size, Local: p.local, Remote: units.Bytes(p.remote)}
-	if _, _, err := ss.snd.SubmitOneSided(ss.clock.Now(), spec, op, p.key); err != nil {
+	if _, _, err := ss.snd.SubmitOneSided(ss.clock.Now(), spec, op, p.key, p.keys); err != nil {
 		if errors.Is(err, multipath.ErrTooManyTransfers) {
 			return true
 		}

@@ -27,7 +27,7 @@ const (
 )
 
 // descMsg is Descriptor: a name the application chose (up to MaxNameLen
-// bytes) and the descriptor's binary encoding (u8 length, bytes).
+// bytes) and the descriptor's binary encoding (u16 length, bytes).
 type descMsg struct {
 	Name string
 	Desc Descriptor
@@ -41,7 +41,7 @@ func (m *descMsg) marshal() ([]byte, error) {
 	}
 	var e wenc
 	e.str(m.Name)
-	e.u8(uint8(len(d)))
+	e.u16(uint16(len(d)))
 	e.b = append(e.b, d...)
 	return e.b, nil
 }
@@ -49,7 +49,10 @@ func (m *descMsg) marshal() ([]byte, error) {
 func (m *descMsg) unmarshal(b []byte) error {
 	d := wdec{b: b}
 	m.Name = d.str()
-	n := int(d.u8())
+	n := int(d.u16())
+	if n > MaxDescriptorLen {
+		return fmt.Errorf("mptx: Descriptor %q: %d bytes of descriptor (valid: up to %d)", m.Name, n, MaxDescriptorLen)
+	}
 	raw := d.need(n)
 	if err := d.done("Descriptor"); err != nil {
 		return err

@@ -216,7 +216,7 @@ func TestSessionReadWrite(t *testing.T) {
 		}
 		got[name] = d
 	}
-	if got["kv"] != rd || got["out"] != wr {
+	if !got["kv"].Equal(rd) || !got["out"].Equal(wr) {
 		t.Fatalf("descriptors received %v; want kv %v, out %v", got, rd, wr)
 	}
 

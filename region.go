@@ -88,7 +88,7 @@ func (r *Region) Expose(off, n units.Bytes, access Access) (Descriptor, error) {
 	if err != nil {
 		return Descriptor{}, fmt.Errorf("mptx: Region.Expose: %w", err)
 	}
-	d := Descriptor{Key: e.Key, Addr: e.Addr, Len: e.Len, Access: e.Access}
+	d := Descriptor{Key: e.Key, Addr: e.Addr, Len: e.Len, Access: e.Access, PathKeys: e.PathKeys}
 	r.keys[d.Key] = d
 	return d, nil
 }

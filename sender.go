@@ -90,8 +90,9 @@ type Sender struct {
 
 // oneSidedOp is how a one-sided transfer's segments are posted.
 type oneSidedOp struct {
-	op   qp.Opcode
-	rkey uint32
+	op       qp.Opcode
+	rkey     uint32
+	pathKeys []uint32 // per path, where the paths do not share rkey
 }
 
 type osWork struct {
@@ -208,10 +209,15 @@ func (s *Sender) Submit(now vtime.Time, spec multipath.TransferSpec) (int, chunk
 // it, as for pushes (no response of an abandoned READ lands after that).
 // Probes stay zero-length WRITE WITH IMM on the receive region.
 //
+// rkey is the key of the peer's exposure (qp.Exposure.Key); pathKeys,
+// when not nil, the key on each path (qp.Exposure.PathKeys: verbs
+// registers an exposure per NIC), which the Sender keeps until the
+// transfer is reported: the caller must not modify it.
+//
 // A completion with a remote access error cancels the transfer (with
 // ErrRemoteAccess): the request, not the path, is at fault, and would
 // fail on every path.
-func (s *Sender) SubmitOneSided(now vtime.Time, spec multipath.TransferSpec, op qp.Opcode, rkey uint32) (int, chunk.Plan, error) {
+func (s *Sender) SubmitOneSided(now vtime.Time, spec multipath.TransferSpec, op qp.Opcode, rkey uint32, pathKeys []uint32) (int, chunk.Plan, error) {
 	if s.err != nil {
 		return 0, chunk.Plan{}, s.err
 	}
@@ -222,12 +228,14 @@ func (s *Sender) SubmitOneSided(now vtime.Time, spec multipath.TransferSpec, op 
 		return 0, chunk.Plan{}, fmt.Errorf("mptx: SubmitOneSided: the backend has no one-sided access (qp.Caps.Read)")
 	case op == qp.OpRead && rkey == 0:
 		return 0, chunk.Plan{}, fmt.Errorf("mptx: SubmitOneSided: READ with rkey 0 (valid: a key the peer exposed; the receive region is not readable)")
+	case pathKeys != nil && len(pathKeys) != len(s.conn.Paths()):
+		return 0, chunk.Plan{}, fmt.Errorf("mptx: SubmitOneSided: %d path keys for a connection of %d paths (valid: nil, or one per path)", len(pathKeys), len(s.conn.Paths()))
 	}
 	tag, plan, err := s.eng.Submit(now, spec)
 	if err != nil {
 		return 0, chunk.Plan{}, err
 	}
-	s.oneSided[spec.ID] = oneSidedOp{op: op, rkey: rkey}
+	s.oneSided[spec.ID] = oneSidedOp{op: op, rkey: rkey, pathKeys: pathKeys}
 	return tag, plan, nil
 }
 
@@ -375,6 +383,9 @@ func (s *Sender) execute(now vtime.Time, acts []multipath.Action) {
 			if a.Kind == multipath.ActPost && len(s.oneSided) > 0 {
 				if o, ok := s.oneSided[a.Transfer]; ok {
 					wr.Op, wr.Imm, wr.RKey = o.op, 0, o.rkey
+					if a.Path < len(o.pathKeys) {
+						wr.RKey = o.pathKeys[a.Path]
+					}
 					s.noteWork(a.WorkID, a.Transfer)
 				}
 			}

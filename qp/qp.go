@@ -160,7 +160,8 @@ type SendWR struct {
 	Remote units.Bytes // RKey 0: offset into the receiver's advertised region; else an address in RKey's space (Exposure.Addr + offset)
 	Len    units.Bytes // bytes to write or read; 0 is legal for OpWriteImm
 	Imm    uint32      // immediate data for OpWriteImm (host order)
-	// RKey names a range the receiver exposed (Exposer): 0 means the
+	// RKey names a range the receiver exposed (Exposer), as this path
+	// knows it (Exposure.PathKeys[path], or Exposure.Key): 0 means the
 	// receive region the connection was set up with (writable, not
 	// readable); OpRead needs a key with AccessRead, a write with a key
 	// AccessWrite.
@@ -208,6 +209,19 @@ type Exposure struct {
 	Addr   uint64
 	Len    units.Bytes
 	Access Access
+	// PathKeys, when set, holds the key to name the range with on each
+	// of the connection's paths, in path order, where the paths do not
+	// share one (verbs: a memory region is registered per NIC, each with
+	// its own rkey; Key is then path 0's). nil: Key on every path.
+	PathKeys []uint32
+}
+
+// PathKey returns the key to post on path with.
+func (e *Exposure) PathKey(path int) uint32 {
+	if path >= 0 && path < len(e.PathKeys) {
+		return e.PathKeys[path]
+	}
+	return e.Key
 }
 
 // Exposer is implemented by receivers that let their connection's sender
