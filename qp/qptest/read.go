@@ -11,7 +11,11 @@ import (
 // The READ cases: one-sided access to ranges the receiver exposed
 // (qp.Exposer). Every case fills the sender's region and the exposed
 // memory with patterns and checks, besides the completions, that no byte
-// outside the range a request names changed on either end.
+// outside the range a request names changed on either end. Each request
+// names the exposure by its key on the path it is posted on
+// (Exposure.PathKey): on verbs, paths on different NICs have different
+// rkeys, and a request with another path's key is refused like a forged
+// one.
 
 // readEnv builds an env for a READ case, or skips the test when the
 // backend has no one-sided access.
@@ -98,7 +102,7 @@ func testReadLands(t *testing.T, f Factory) {
 	for p := 0; p < paths; p++ {
 		// Unaligned on both ends.
 		post(t, env, p, qp.SendWR{ID: uint64(200 + p), Op: qp.OpRead, Local: units.Bytes(p)*128*units.KiB + 5,
-			Remote: units.Bytes(e.Addr) + units.Bytes(p)*64*units.KiB + 101, Len: n, RKey: e.Key})
+			Remote: units.Bytes(e.Addr) + units.Bytes(p)*64*units.KiB + 101, Len: n, RKey: e.PathKey(p)})
 	}
 	c.wait(t, "2 READ completions", func() bool { return len(c.send) >= paths })
 	for _, s := range c.send {
@@ -152,7 +156,7 @@ func testReadOutside(t *testing.T, f Factory) {
 	e := expose(t, exp, backing[lo:hi], qp.AccessRead)
 	c := newCollector(env)
 	post(t, env, 0, qp.SendWR{ID: 1, Op: qp.OpRead, Local: 0, Remote: units.Bytes(e.Addr) + 8*units.KiB, Len: 16 * units.KiB, RKey: e.Key})
-	post(t, env, 1, qp.SendWR{ID: 2, Op: qp.OpRead, Local: 64 * units.KiB, Remote: units.Bytes(e.Addr) - 1, Len: 4 * units.KiB, RKey: e.Key})
+	post(t, env, 1, qp.SendWR{ID: 2, Op: qp.OpRead, Local: 64 * units.KiB, Remote: units.Bytes(e.Addr) - 1, Len: 4 * units.KiB, RKey: e.PathKey(1)})
 	c.wait(t, "both failed READs", func() bool { return len(c.send) >= 2 })
 	for _, id := range []uint64{1, 2} {
 		if s, ok := byID(c.send, id); !ok || s.Status != qp.StatusRemoteAccess {
@@ -183,7 +187,7 @@ func testRights(t *testing.T, f Factory) {
 	er := expose(t, exp, ro, qp.AccessRead)
 	c := newCollector(env)
 	post(t, env, 0, qp.SendWR{ID: 1, Op: qp.OpRead, Local: 0, Remote: units.Bytes(ew.Addr), Len: 4096, RKey: ew.Key})
-	post(t, env, 1, qp.SendWR{ID: 2, Op: qp.OpWrite, Local: 8192, Remote: units.Bytes(er.Addr), Len: 4096, RKey: er.Key})
+	post(t, env, 1, qp.SendWR{ID: 2, Op: qp.OpWrite, Local: 8192, Remote: units.Bytes(er.Addr), Len: 4096, RKey: er.PathKey(1)})
 	c.wait(t, "both refused requests", func() bool { return len(c.send) >= 2 })
 	for _, id := range []uint64{1, 2} {
 		if s, ok := byID(c.send, id); !ok || s.Status != qp.StatusRemoteAccess {
@@ -252,15 +256,15 @@ func testRevoke(t *testing.T, f Factory) {
 	if s := c.send[0]; s.Status != qp.StatusOK {
 		t.Fatalf("READ before Revoke completed %+v; want ok", s)
 	}
-	if err := exp.Revoke(e.Key); err != nil {
-		t.Fatalf("Revoke(%#x): %v", e.Key, err)
+	if err := exp.RevokeKey(e.Key); err != nil {
+		t.Fatalf("RevokeKey(%#x): %v", e.Key, err)
 	}
 	if env.SendRegion != nil {
 		fill(env.SendRegion, 0x16)
 	}
 	before := snapshot(env)
 	c.send = nil
-	post(t, env, 1, qp.SendWR{ID: 2, Op: qp.OpRead, Remote: units.Bytes(e.Addr), Len: 4096, RKey: e.Key})
+	post(t, env, 1, qp.SendWR{ID: 2, Op: qp.OpRead, Remote: units.Bytes(e.Addr), Len: 4096, RKey: e.PathKey(1)})
 	c.wait(t, "the READ after Revoke", func() bool { return len(c.send) >= 1 })
 	if s := c.send[0]; s.Status != qp.StatusRemoteAccess {
 		t.Errorf("READ after Revoke completed %+v; want remote-access-error", s)
@@ -268,8 +272,8 @@ func testRevoke(t *testing.T, f Factory) {
 	if before != nil && !bytes.Equal(before, env.SendRegion) {
 		t.Errorf("a READ of a revoked key changed the requester's region")
 	}
-	if err := exp.Revoke(e.Key); err == nil {
-		t.Errorf("second Revoke(%#x) = nil; want an error (the key is gone)", e.Key)
+	if err := exp.RevokeKey(e.Key); err == nil {
+		t.Errorf("second RevokeKey(%#x) = nil; want an error (the key is gone)", e.Key)
 	}
 }
 
@@ -326,7 +330,7 @@ func testReadFailedPath(t *testing.T, f Factory) {
 		t.Errorf("PostSend on a failed path = %d, nil; want both accepted (and failing) or an error", k)
 	}
 	c.send = nil
-	post(t, env, 1, qp.SendWR{ID: 3, Op: qp.OpRead, Local: 8192, Remote: units.Bytes(e.Addr), Len: 4096, RKey: e.Key})
+	post(t, env, 1, qp.SendWR{ID: 3, Op: qp.OpRead, Local: 8192, Remote: units.Bytes(e.Addr), Len: 4096, RKey: e.PathKey(1)})
 	c.wait(t, "path 1's READ", func() bool { _, ok := byID(c.send, 3); return ok })
 	if s, _ := byID(c.send, 3); s.Status != qp.StatusOK {
 		t.Errorf("READ on the healthy path completed %+v; want ok", s)
