@@ -67,7 +67,7 @@ func (o *oneSidedFlags) config() (mptx.Config, error) {
 // exposed is one file expose serves.
 type exposed struct {
 	name  string
-	mem   []byte // mapped read-only (mapFile): outside the Go heap, so verbs can register it
+	mem   []byte // loaded into anonymous mapped memory (loadFile): outside the Go heap, so verbs can register it
 	unmap func()
 }
 
@@ -80,7 +80,7 @@ func init() {
 	cmd := &cobra.Command{
 		Use:   "expose FILE...",
 		Short: "Let peers pull files with one-sided RDMA READs (see mptx pull)",
-		Long: `expose maps each FILE read-only and listens on --listen for peers that prove
+		Long: `expose loads each FILE into memory and listens on --listen for peers that prove
 the shared secret. Each session gets, for every FILE, a descriptor of the
 whole file (registered with the session's transport, exposed read-only),
 named after the file's base name; the peer (mptx pull) then reads the bytes
@@ -119,7 +119,7 @@ input (unreadable or empty files); 1 if listening fails.` + transportsHelp,
 				if !st.Mode().IsRegular() || st.Size() == 0 {
 					return badInput("%s: want a non-empty regular file", a)
 				}
-				mem, unmap, err := mapFile(a, st.Size())
+				mem, unmap, err := loadFile(a, st.Size())
 				if err != nil {
 					return badInput("%v", err)
 				}

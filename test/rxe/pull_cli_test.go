@@ -43,7 +43,7 @@ func TestPullTwoProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	sec := secretFile(t, goodSecret)
-	rxe := []string{"--qp-timeout", "500ms", "--retry", "3"}
+	rxe := []string{"--qp-timeout", "500ms", "--retry", "3", "--timeout", "1m"}
 	exp := start(t, ctx, e.bin, append([]string{"expose", "--transport", "verbs", "--listen", "127.0.0.1:7476", "--devices", strings.Join(e.receiver[:2], ","),
 		"--secret-file", sec, "--count", "1", src}, rxe...)...)
 	exp.waitLine(t, "listening on", time.Minute)
@@ -51,7 +51,7 @@ func TestPullTwoProcesses(t *testing.T) {
 	pull := start(t, ctx, e.bin, append([]string{"pull", "--transport", "verbs", "--devices", strings.Join(e.sender[:2], ","), "--paths", "2",
 		"--secret-file", sec, "--json", "--out", out, "--stall-timeout", "3s", "127.0.0.1:7476"}, rxe...)...)
 	if err := pull.wait(t, 4*time.Minute); err != nil {
-		t.Fatalf("mptx pull: %v\nstdout:\n%s\nstderr:\n%s", err, pull.stdout.String(), pull.errText())
+		t.Fatalf("mptx pull: %v\nstdout:\n%s\nstderr:\n%s\nexpose stderr:\n%s", err, pull.stdout.String(), pull.errText(), exp.errText())
 	}
 	if err := exp.wait(t, time.Minute); err != nil {
 		t.Fatalf("mptx expose: %v\n%s", err, exp.errText())
