@@ -88,7 +88,7 @@ func (v rtRecv) Close() error {
 func (v rtRecv) Expose(b []byte, a qp.Access) (qp.Exposure, error) {
 	return v.r.n.Receiver().Expose(b, a)
 }
-func (v rtRecv) Revoke(key uint32) error { return v.r.n.Receiver().Revoke(key) }
+func (v rtRecv) RevokeKey(key uint32) error { return v.r.n.Receiver().RevokeKey(key) }
 
 // memSessions returns a dialing and an accepting session over paths; both
 // are closed at the test's end.

@@ -113,7 +113,7 @@ func (r *Region) Revoke(d Descriptor) error {
 
 func (r *Region) revokeLocked(d Descriptor) error {
 	delete(r.keys, d.Key)
-	if err := r.exp.Revoke(d.Key); err != nil {
+	if err := r.exp.RevokeKey(d.Key); err != nil {
 		return fmt.Errorf("mptx: Region.Revoke: %w", err)
 	}
 	m := revokeMsg{Key: d.Key, Addr: d.Addr, Len: uint64(d.Len)}

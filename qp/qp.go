@@ -231,18 +231,19 @@ func (e *Exposure) PathKey(path int) uint32 {
 // with the receiver's other methods.
 type Exposer interface {
 	// Expose lets the sender access mem with the rights access (AccessRead,
-	// AccessWrite or both) until Revoke. mem must stay valid and must not
+	// AccessWrite or both) until RevokeKey. mem must stay valid and must not
 	// move until then; a backend may require memory it can register
 	// (verbs: not Go heap memory, see qp/verbs). Exposing a range pins it:
 	// verbs registers a memory region for it (ibv_reg_mr(3) with
 	// IBV_ACCESS_REMOTE_READ / _WRITE as access says) or binds a memory
 	// window (ibv_bind_mw(3)) where the device enforces windows.
 	Expose(mem []byte, access Access) (Exposure, error)
-	// Revoke ends exposure key: once it returns, no request naming key
-	// reads or writes the range (later ones fail with StatusRemoteAccess at
-	// the sender; a READ whose response was under way when Revoke was
-	// called may fail too). Revoking an unknown key is an error.
-	Revoke(key uint32) error
+	// RevokeKey ends exposure key: once it returns, no request naming key
+	// (or one of its PathKeys) reads or writes the range (later ones fail
+	// with StatusRemoteAccess at the sender; a READ whose response was
+	// under way when RevokeKey was called may fail too). Revoking an
+	// unknown key is an error.
+	RevokeKey(key uint32) error
 }
 
 // Completion is one work completion (CQE).

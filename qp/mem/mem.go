@@ -473,8 +473,8 @@ func (r *Receiver) Expose(mem []byte, access qp.Access) (qp.Exposure, error) {
 	return e.Exposure, nil
 }
 
-// Revoke implements qp.Exposer.
-func (r *Receiver) Revoke(key uint32) error {
+// RevokeKey implements qp.Exposer.
+func (r *Receiver) RevokeKey(key uint32) error {
 	n := r.n
 	n.expMu.Lock()
 	defer n.expMu.Unlock()

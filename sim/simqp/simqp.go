@@ -402,8 +402,8 @@ func (r *Receiver) next() uint64 {
 	return z ^ z>>31
 }
 
-// Revoke implements qp.Exposer: the responder QPs refuse key from now on.
-func (r *Receiver) Revoke(key uint32) error {
+// RevokeKey implements qp.Exposer: the responder QPs refuse key from now on.
+func (r *Receiver) RevokeKey(key uint32) error {
 	if r.exps[key].Key == 0 {
 		return fmt.Errorf("simqp: Revoke: key %#x is not exposed", key)
 	}
