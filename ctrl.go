@@ -10,7 +10,7 @@ import (
 	"github.com/mptx-dev/mptx/units"
 )
 
-// The session protocol, "mptx-session/1", runs on the authenticated
+// The session protocol, "mptx-session/2", runs on the authenticated
 // control channel of package bootstrap (HMAC-authenticated, sequenced
 // frames; every frame below is an application frame, bootstrap.TypeApp
 // and up). All integers are big endian; a string is a u16 length and its
@@ -26,9 +26,10 @@ import (
 //	                                  ◀────── Welcome{tcp}   failed sends it in place of
 //	                                          its next verbs message; then TCP)
 //	per tensor:
-//	Offer{id, tag, plan, name, CRC32C} ─────▶  (a range of the region is set aside)
+//	Offer{id, tag, plan, flags, name} ──────▶  (a range of the region is set aside)
 //	                                  ◀────── Grant{id, remote offset} | Refuse{id, why}
 //	   (chunks are posted; WRITE WITH IMM names tag and chunk)
+//	Sum{id, CRC32C} ────────────────────────▶  (when the sender has checksummed the tensor)
 //	End{id, tag, error} ────────────────────▶  (sent once the engine fenced the transfer)
 //	                                  ◀────── Receipt{id, error}  (CRC checked)
 //	                                  ◀────── Cancel{id, why}     (the receiver gives up)
@@ -41,8 +42,16 @@ import (
 // (ResetPath, ResetAck: a path's fence) for the session's lifetime; a
 // bootstrap.Mux routes them to the connection and the application frames
 // to the session's reader.
+//
+// The tensor's CRC32C travels in a Sum of its own, after the Offer, before
+// or after End, so that the sender checksums the tensor while its chunks
+// are already on their way rather than before it may offer it (End goes
+// out as soon as the engine fenced the transfer: its slot may be reused at
+// once). Offer's flag offerChecked says that a Sum will follow; the
+// receiver then checksums the chunks as they land and delivers the tensor
+// once it has both End and Sum. Version 1 carried the CRC32C in Offer.
 const (
-	sessionVersion = 1
+	sessionVersion = 2
 
 	msgHello   = bootstrap.TypeApp + iota // sender → receiver
 	msgWelcome                            // receiver → sender
@@ -54,6 +63,14 @@ const (
 	msgCancel                             // receiver → sender
 	msgBye                                // either way
 	msgNoVerbs                            // either way, during a verbs set-up (auto): use TCP
+	msgSum                                // sender → receiver
+)
+
+// Offer flags.
+const (
+	// offerChecked: the sender checksums the tensor; a Sum carries its
+	// CRC32C.
+	offerChecked = 1 << 0
 )
 
 // Transport bits in Hello.
@@ -84,7 +101,7 @@ type offerMsg struct {
 	Size      uint64
 	ChunkSize uint64
 	Count     uint32
-	CRC32C    uint32
+	Flags     uint32 // offer* bits
 	Name      string
 	Trace     string // W3C traceparent of the sender's transfer span, "" if none
 }
@@ -100,6 +117,12 @@ type idMsg struct {
 	ID  uint64
 	Tag uint16 // End only
 	Err string
+}
+
+// sumMsg is Sum: the CRC32C of a tensor whose Offer had offerChecked.
+type sumMsg struct {
+	ID     uint64
+	CRC32C uint32
 }
 
 // MaxNameLen bounds a tensor's name (bytes).
@@ -200,7 +223,7 @@ func (m *offerMsg) marshal() []byte {
 	e.u64(m.Size)
 	e.u64(m.ChunkSize)
 	e.u32(m.Count)
-	e.u32(m.CRC32C)
+	e.u32(m.Flags)
 	e.str(m.Name)
 	e.str(m.Trace)
 	return e.b
@@ -219,7 +242,7 @@ func (m *offerMsg) plan() (chunk.Plan, error) {
 
 func (m *offerMsg) unmarshal(b []byte) error {
 	d := wdec{b: b}
-	m.ID, m.Tag, m.Size, m.ChunkSize, m.Count, m.CRC32C = d.u64(), d.u16(), d.u64(), d.u64(), d.u32(), d.u32()
+	m.ID, m.Tag, m.Size, m.ChunkSize, m.Count, m.Flags = d.u64(), d.u16(), d.u64(), d.u64(), d.u32(), d.u32()
 	m.Name, m.Trace = d.str(), d.str()
 	if err := d.done("Offer"); err != nil {
 		return err
@@ -265,6 +288,19 @@ func (m *idMsg) unmarshal(b []byte, what string) error {
 	d := wdec{b: b}
 	m.ID, m.Tag, m.Err = d.u64(), d.u16(), d.str()
 	return d.done(what)
+}
+
+func (m *sumMsg) marshal() []byte {
+	var e wenc
+	e.u64(m.ID)
+	e.u32(m.CRC32C)
+	return e.b
+}
+
+func (m *sumMsg) unmarshal(b []byte) error {
+	d := wdec{b: b}
+	m.ID, m.CRC32C = d.u64(), d.u32()
+	return d.done("Sum")
 }
 
 // remoteError is an error text the peer sent.

@@ -17,13 +17,14 @@ import (
 func FuzzControlMessages(f *testing.F) {
 	f.Add(uint8(0), (&hello{Version: 1, Transports: 3, Paths: 4, MaxTensor: 1 << 30}).marshal())
 	f.Add(uint8(1), (&welcome{Transport: transportTCP, DataAddr: ":7001", RegionSize: 1 << 30}).marshal())
-	f.Add(uint8(2), (&offerMsg{ID: 7, Tag: 0x123, Size: 10 << 20, ChunkSize: 4 << 20, Count: 3, CRC32C: 9, Name: "layer0/kv"}).marshal())
+	f.Add(uint8(2), (&offerMsg{ID: 7, Tag: 0x123, Size: 10 << 20, ChunkSize: 4 << 20, Count: 3, Flags: offerChecked, Name: "layer0/kv"}).marshal())
 	f.Add(uint8(3), (&grantMsg{ID: 7, Remote: 4096}).marshal())
 	f.Add(uint8(4), (&idMsg{ID: 7, Tag: 1, Err: "boom"}).marshal())
+	f.Add(uint8(5), (&sumMsg{ID: 7, CRC32C: 0xe3069283}).marshal())
 	f.Add(uint8(2), []byte{})
 	f.Add(uint8(2), (&offerMsg{ID: 1, Size: 1, ChunkSize: 1, Count: 2}).marshal())
 	f.Fuzz(func(t *testing.T, kind uint8, b []byte) {
-		switch kind % 5 {
+		switch kind % 6 {
 		case 0:
 			var m hello
 			if m.unmarshal(b) == nil && string(m.marshal()) != string(b) {
@@ -57,6 +58,11 @@ func FuzzControlMessages(f *testing.F) {
 			var m idMsg
 			if m.unmarshal(b, "End") == nil && string(m.marshal()) != string(b) {
 				t.Fatalf("End %+v re-encodes differently", m)
+			}
+		case 5:
+			var m sumMsg
+			if m.unmarshal(b) == nil && string(m.marshal()) != string(b) {
+				t.Fatalf("Sum %+v re-encodes differently", m)
 			}
 		}
 	})

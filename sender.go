@@ -16,6 +16,7 @@ package mptx
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"strings"
 	"time"
 
@@ -55,20 +56,26 @@ type SenderStats struct {
 
 // Sender drives the engine over one qp.Conn.
 type Sender struct {
-	conn   qp.Conn
-	eng    *multipath.Engine
-	cfg    SenderConfig
-	intr   qp.INTReader
-	rl     qp.RateLimiter
-	rs     qp.Resetter
-	acts   []multipath.Action
-	cqes   []qp.Completion
-	wrs    [][]qp.SendWR // per path batch
-	ids    [][]uint64
-	comp   multipath.Completion
-	hops   [8]qp.INTHop
-	nextCt vtime.Time
-	stats  SenderStats
+	conn qp.Conn
+	eng  *multipath.Engine
+	cfg  SenderConfig
+	intr qp.INTReader
+	rl   qp.RateLimiter
+	rs   qp.Resetter
+	sr   qp.SendRegions
+	// regions names the send region of each live transfer submitted with
+	// SubmitRegion and a region other than 0; posts take it from here.
+	regions map[multipath.TransferID]uint32
+	acts    []multipath.Action
+	cqes    []qp.Completion
+	wrs     [][]qp.SendWR // per path batch
+	ids     [][]uint64
+	comp    multipath.Completion
+	hops    [8]qp.INTHop
+	nextCt  vtime.Time
+	stats   SenderStats
+	// posting has bit i set while wrs[i] holds work requests to post.
+	posting uint64
 
 	// pathErr is the latest backend error of each path (post, reset,
 	// set-rate, counters); it is added to the error of a transfer that
@@ -156,6 +163,7 @@ func NewSender(conn qp.Conn, cfg SenderConfig) (*Sender, error) {
 	s := &Sender{conn: conn, eng: eng, cfg: cfg, rl: rl, oneSided: map[multipath.TransferID]oneSidedOp{}}
 	s.intr, _ = conn.(qp.INTReader)
 	s.rs, _ = conn.(qp.Resetter)
+	s.sr, _ = conn.(qp.SendRegions)
 	s.acts = make([]multipath.Action, cfg.Batch)
 	s.cqes = make([]qp.Completion, cfg.Batch)
 	s.wrs = make([][]qp.SendWR, len(infos))
@@ -194,6 +202,30 @@ func (s *Sender) Submit(now vtime.Time, spec multipath.TransferSpec) (int, chunk
 		return 0, chunk.Plan{}, s.err
 	}
 	return s.eng.Submit(now, spec)
+}
+
+// SubmitRegion is Submit for a transfer whose bytes are in send region
+// region of the connection (qp.SendRegions; 0 is the connection's own send
+// region, as with Submit): spec.Local is an offset into that region, and
+// every work request of the transfer names it. The region must stay
+// registered, and its range unchanged, until OnDone reports the transfer;
+// then no work request of the transfer is outstanding and the caller may
+// remove it (qp.SendRegions.RemoveSendRegion). It fails if region is not 0
+// and the connection does not implement qp.SendRegions; the region itself
+// is checked by the backend when the work requests are posted (one that is
+// not registered, or too small for the transfer, fails them).
+func (s *Sender) SubmitRegion(now vtime.Time, spec multipath.TransferSpec, region uint32) (int, chunk.Plan, error) {
+	if region != 0 && s.sr == nil {
+		return 0, chunk.Plan{}, fmt.Errorf("mptx: SubmitRegion: send region %#x, but the connection has no send regions besides its own (qp.SendRegions; valid: 0)", region)
+	}
+	tag, plan, err := s.Submit(now, spec)
+	if err == nil && region != 0 {
+		if s.regions == nil {
+			s.regions = make(map[multipath.TransferID]uint32)
+		}
+		s.regions[spec.ID] = region
+	}
+	return tag, plan, err
 }
 
 // SubmitOneSided starts a transfer whose work requests are one-sided, as
@@ -377,6 +409,9 @@ func (s *Sender) execute(now vtime.Time, acts []multipath.Action) {
 				continue
 			}
 			wr := qp.SendWR{ID: a.WorkID, Op: qp.OpWrite, Local: a.Local, Remote: a.Remote, Len: a.Len}
+			if len(s.regions) > 0 && a.Kind == multipath.ActPost {
+				wr.Region = s.regions[a.Transfer]
+			}
 			if a.HasImm {
 				wr.Op, wr.Imm = qp.OpWriteImm, a.ImmData
 			}
@@ -390,9 +425,13 @@ func (s *Sender) execute(now vtime.Time, acts []multipath.Action) {
 				}
 			}
 			s.wrs[a.Path] = append(s.wrs[a.Path], wr)
+			s.posting |= 1 << uint(a.Path)
 		}
 	}
-	for p := range s.wrs {
+	// Post the paths that got work, in path order (MaxPaths is 64: one
+	// word), rather than scanning every path's batch.
+	for set := s.posting; set != 0; set &= set - 1 {
+		p := bits.TrailingZeros64(set)
 		wrs := s.wrs[p]
 		if len(wrs) == 0 {
 			continue
@@ -416,6 +455,7 @@ func (s *Sender) execute(now vtime.Time, acts []multipath.Action) {
 		}
 		s.wrs[p] = wrs[:0]
 	}
+	s.posting = 0
 	for i := range acts {
 		a := &acts[i]
 		if a.Kind == multipath.ActDone || a.Kind == multipath.ActFailed {
@@ -423,10 +463,12 @@ func (s *Sender) execute(now vtime.Time, acts []multipath.Action) {
 		}
 		switch a.Kind {
 		case multipath.ActDone:
+			delete(s.regions, a.Transfer)
 			if s.cfg.OnDone != nil {
 				s.cfg.OnDone(a.Transfer, now, nil)
 			}
 		case multipath.ActFailed:
+			delete(s.regions, a.Transfer)
 			if s.cfg.OnDone != nil {
 				s.cfg.OnDone(a.Transfer, now, s.withCauses(a.Err))
 			}
@@ -513,6 +555,7 @@ func (s *Sender) fatal(now vtime.Time, err error) {
 		for i := range s.acts[:n] {
 			if a := &s.acts[i]; a.Kind == multipath.ActDone || a.Kind == multipath.ActFailed {
 				delete(s.oneSided, a.Transfer)
+				delete(s.regions, a.Transfer)
 				if s.cfg.OnDone != nil {
 					s.cfg.OnDone(a.Transfer, now, a.Err)
 				}

@@ -78,9 +78,11 @@ type Config struct {
 	// the connection. On TCP, Engine.MinTimeout defaults to
 	// DefaultTCPMinTimeout.
 	Engine multipath.Config
-	// SendBuffer is the sender's registered staging buffer: tensors are
-	// copied into it before they are posted, and a tensor larger than it
-	// cannot be sent. 0 means DefaultSendBuffer.
+	// SendBuffer is the sender's registered staging buffer, for
+	// transports that cannot send from the caller's memory (verbs, for
+	// now; TCP sends from it directly, see SendAsync): tensors are copied
+	// into it before they are posted, and a tensor larger than it cannot
+	// be sent. 0 means DefaultSendBuffer.
 	SendBuffer units.Bytes
 	// Pool is the sender's allocatable pool (Session.Alloc): registered
 	// with the transport together with the send buffer, once, so that a

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/mptx-dev/mptx/chunk"
 	"github.com/mptx-dev/mptx/slab"
 	"github.com/mptx-dev/mptx/units"
 )
@@ -237,28 +236,6 @@ func (b *Buffer) unpin() {
 	if b.pins == 0 && b.freed {
 		sp.releaseLocked(b)
 	}
-}
-
-// startInPlace starts t, a tensor lying in the pinned buffer buf: it is
-// checksummed where it lies and posted from there (Local = its offset in
-// the send region). This is SendAsync's tail for staged tensors, minus
-// the staging range.
-func (ss *sendSide) startInPlace(t *Transfer, buf *Buffer) (*Transfer, error) {
-	t.buf, t.off = buf, buf.Offset()
-	if !ss.s.cfg.NoChecksum {
-		t.crc = chunk.CRC32C(t.data)
-	}
-	t.data = nil
-	ctx := t.ctx
-	t.stop = context.AfterFunc(ctx, func() {
-		ss.do(func() { ss.cancel(t, context.Cause(ctx)) })
-	})
-	if !ss.do(func() { ss.start(t) }) {
-		t.stop()
-		buf.unpin()
-		return nil, ss.s.Err()
-	}
-	return t, nil
 }
 
 // SendBuffer sends the first n bytes of b as one tensor named name (n = 0:

@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// TestSessionChecksumMismatch: a tensor whose bytes do not match the
+// TestSessionChecksumMismatchInTransit: a tensor whose bytes do not match the
 // sender's CRC32C is an error at both ends, not data.
-func TestSessionChecksumMismatch(t *testing.T) {
+func TestSessionChecksumMismatchInTransit(t *testing.T) {
 	secret := []byte("0123456789abcdef-test-secret")
 	testHookReceived = func(data []byte) {
 		if len(data) > 1000 && string(data[:4]) == "BAD!" {

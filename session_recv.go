@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mptx-dev/mptx/chunk"
+	"github.com/mptx-dev/mptx/internal/crc32c"
 	"github.com/mptx-dev/mptx/multipath"
 	"github.com/mptx-dev/mptx/qp"
 	"github.com/mptx-dev/mptx/qp/verbs/bootstrap"
@@ -25,7 +26,7 @@ type Tensor struct {
 	Name   string
 	Data   []byte
 	Offset units.Bytes // where Data starts in the region
-	CRC32C uint32      // as the sender computed it (0 with NoChecksum)
+	CRC32C uint32      // as the sender computed it (0 when either end has NoChecksum)
 	// Took is the time from the receiver's Grant to the sender's End.
 	Took time.Duration
 
@@ -73,6 +74,71 @@ type incomingTensor struct {
 	off     units.Bytes
 	granted bool
 	at      time.Time
+	// The sender's CRC32C, from its Sum (haveSum), and whether the
+	// tensor is complete (both ends done) and waits for that Sum.
+	crc      uint32
+	haveSum  bool
+	complete bool
+	// sums[i] is the CRC32C of chunk i as it stood when its WRITE WITH
+	// IMM was polled (summed[i]); nil when the tensor is not checked.
+	sums   []uint32
+	summed []bool
+}
+
+// sumChunk checksums chunk i of in's range in region.
+func (in *incomingTensor) sumChunk(region []byte, i uint32) {
+	off, n := in.plan.Span(int(i))
+	b := region[in.off+off : in.off+off+n]
+	in.sums[i], in.summed[i] = chunk.CRC32C(b), true
+}
+
+// sum returns the CRC32C of in's range: the chunks' sums combined in
+// order, summing any chunk that has none yet.
+func (in *incomingTensor) sum(region []byte) uint32 {
+	var c uint32
+	for i := range in.sums {
+		if !in.summed[i] {
+			in.sumChunk(region, uint32(i))
+		}
+		_, n := in.plan.Span(i)
+		c = crc32c.Combine(c, in.sums[i], uint64(n))
+	}
+	return c
+}
+
+// sumTap is the receive driver's view of the connection's qp.Receiver: it
+// checksums each chunk of a checked tensor when the completion of its
+// WRITE WITH IMM is polled, which is right after the chunk's last bytes
+// landed (a path's writes land in order), while they are still in the
+// CPU's cache, instead of reading the whole tensor from memory again once
+// it is complete. Immediates that name no tensor being checked (probes,
+// an earlier use of a slot) are passed on untouched; the Receiver judges
+// them. Loop goroutine only.
+type sumTap struct {
+	qp.Receiver
+	rs *recvSide
+}
+
+func (t *sumTap) Poll(dst []qp.Completion) (int, error) {
+	n, err := t.Receiver.Poll(dst)
+	if len(t.rs.checking) == 0 {
+		return n, err
+	}
+	for i := range dst[:n] {
+		c := &dst[i]
+		if c.Op != qp.OpRecvImm || c.Status != qp.StatusOK || chunk.IsProbe(c.Imm) {
+			continue
+		}
+		tag, idx := chunk.DecodeImm(c.Imm)
+		if in := t.rs.checking[tag]; in != nil && int(idx) < len(in.sums) {
+			if testHookReceived != nil {
+				off, n := in.plan.Span(int(idx))
+				testHookReceived(t.rs.region[in.off+off : in.off+off+n])
+			}
+			in.sumChunk(t.rs.region, idx)
+		}
+	}
+	return n, err
 }
 
 // recvSide is the acceptor's end: the receive driver, its loop goroutine
@@ -88,14 +154,17 @@ type recvSide struct {
 	cmds   chan func()
 	kick   chan struct{}
 
-	tel     RecvTelemetry                            // nil without Config.Telemetry
-	hold    *memHold                                 // the region's registered memory (verbs); nil: Go memory
-	offers  map[multipath.TransferID]*incomingTensor // loop only
-	waiting []multipath.TransferID                   // offers waiting for room, in order; loop only
-	out     chan any                                 // *Tensor or error, to Recv
-	mu      sync.Mutex
-	closed  bool
-	busy    time.Duration
+	tel    RecvTelemetry                            // nil without Config.Telemetry
+	hold   *memHold                                 // the region's registered memory (verbs); nil: Go memory
+	offers map[multipath.TransferID]*incomingTensor // loop only
+	// checking holds the granted tensors whose chunks sumTap checksums,
+	// by immediate tag; loop only.
+	checking map[int]*incomingTensor
+	waiting  []multipath.TransferID // offers waiting for room, in order; loop only
+	out      chan any               // *Tensor or error, to Recv
+	mu       sync.Mutex
+	closed   bool
+	busy     time.Duration
 	// receipts counts checks in progress (their Receipt not yet sent);
 	// Close waits for them, so a sender is never told "closed" for a
 	// tensor the receiving application already has.
@@ -142,7 +211,7 @@ func (rs *recvSide) waitReceipts(d time.Duration) {
 func newRecvSide(s *Session, recv qp.Receiver, region []byte, cfg *Config) (*recvSide, error) {
 	rs := &recvSide{s: s, recv: recv, region: region, alloc: newRangeAlloc(units.Bytes(len(region))),
 		clock: vtime.NewMonotonic(), cmds: make(chan func(), 1024), kick: make(chan struct{}, 1),
-		offers: map[multipath.TransferID]*incomingTensor{}, out: make(chan any, chunk.MaxSlots), exited: make(chan struct{})}
+		offers: map[multipath.TransferID]*incomingTensor{}, checking: map[int]*incomingTensor{}, out: make(chan any, chunk.MaxSlots), exited: make(chan struct{})}
 	rs.rcond = sync.NewCond(&rs.rmu)
 	if n, ok := recv.(qp.Notifier); ok {
 		rs.wake = n.Notify()
@@ -157,7 +226,7 @@ func newRecvSide(s *Session, recv qp.Receiver, region []byte, cfg *Config) (*rec
 		}
 		rs.tel = rt
 	}
-	rcv, err := NewReceiver(recv, ReceiverConfig{AwaitSender: true, OnDone: rs.onDone, Telemetry: rs.tel})
+	rcv, err := NewReceiver(&sumTap{Receiver: recv, rs: rs}, ReceiverConfig{AwaitSender: true, OnDone: rs.onDone, Telemetry: rs.tel})
 	if err != nil {
 		return nil, err
 	}
@@ -241,6 +310,12 @@ func (rs *recvSide) onCtrl(typ bootstrap.Type, payload []byte) error {
 			return err
 		}
 		rs.do(func() { rs.end(m) })
+	case msgSum:
+		var m sumMsg
+		if err := m.unmarshal(payload); err != nil {
+			return err
+		}
+		rs.do(func() { rs.sum(m) })
 	default:
 		return fmt.Errorf("mptx: unexpected control message %d from the sender", typ)
 	}
@@ -263,6 +338,14 @@ func (rs *recvSide) offer(m offerMsg) {
 	}
 	rs.offers[id] = &incomingTensor{offer: m, plan: plan}
 	rs.waiting = append(rs.waiting, id)
+	// The sender reuses a slot once its engine has seen every
+	// completion of the slot's previous transfer, and sends that
+	// transfer's End before this Offer. Every receive completion of it
+	// is therefore in the receive queue already (a path acknowledges a
+	// WRITE WITH IMM only once its completion is queued), but the loop
+	// may not have polled them yet: poll now, so that the previous
+	// transfer completes and frees the slot before Expect takes it.
+	rs.rcv.Step(rs.clock.Now())
 	rs.grant()
 }
 
@@ -298,6 +381,10 @@ func (rs *recvSide) grant() {
 			// A malformed trace context only unlinks the spans.
 			_ = rs.tel.Expect(rs.clock.Now(), id, in.plan.Size, uint32(in.plan.Count), in.plan.ChunkSize, []byte(in.offer.Trace))
 		}
+		if !rs.s.cfg.NoChecksum && in.offer.Flags&offerChecked != 0 {
+			in.sums, in.summed = make([]uint32, in.plan.Count), make([]bool, in.plan.Count)
+			rs.checking[int(in.offer.Tag)] = in
+		}
 		g := grantMsg{ID: in.offer.ID, Remote: uint64(off)}
 		if err := rs.s.ctrl.send(msgGrant, g.marshal()); err != nil {
 			rs.s.end(fmt.Errorf("mptx: sending Grant: %w", err))
@@ -326,48 +413,78 @@ func (rs *recvSide) end(m idMsg) {
 	rs.rcv.SenderDone(rs.clock.Now(), int(in.offer.Tag), textErr(m.Err))
 }
 
+// sum is the sender's Sum: the tensor's CRC32C. A complete tensor that
+// waited for it is checked and delivered now.
+func (rs *recvSide) sum(m sumMsg) {
+	id := multipath.TransferID(m.ID)
+	in := rs.offers[id]
+	if in == nil {
+		return // it failed meanwhile
+	}
+	in.crc, in.haveSum = m.CRC32C, true
+	if in.complete {
+		delete(rs.offers, id)
+		rs.deliver(id, in)
+	}
+}
+
 // onDone is the Receiver's OnDone (loop goroutine): every chunk landed and
-// the sender fenced (or the transfer failed). Check the CRC off the loop,
-// then deliver and answer.
+// the sender fenced (or the transfer failed). A checked tensor whose Sum
+// has not come yet waits for it (its slot is free already; its range stays
+// set aside); otherwise it is checked and delivered.
 func (rs *recvSide) onDone(id multipath.TransferID, _ vtime.Time, err error) {
 	in := rs.offers[id]
 	if in == nil {
 		return
 	}
-	delete(rs.offers, id)
-	size := in.plan.Size
 	defer rs.grant() // the transfer's tag slot is free again
+	if rs.checking[int(in.offer.Tag)] == in {
+		delete(rs.checking, int(in.offer.Tag))
+	}
 	if err != nil {
-		rs.alloc.free(in.off, size)
+		delete(rs.offers, id)
+		rs.alloc.free(in.off, in.plan.Size)
 		rs.grant()
 		r := idMsg{ID: uint64(id), Err: err.Error()}
 		_ = rs.s.ctrl.send(msgReceipt, r.marshal())
 		rs.push(&TransferError{ID: id, Name: in.offer.Name, Err: err})
 		return
 	}
+	if in.sums != nil && !in.haveSum {
+		in.complete = true
+		return
+	}
+	delete(rs.offers, id)
+	rs.deliver(id, in)
+}
+
+// deliver checks a complete tensor's CRC32C (its chunks' sums, combined),
+// then hands it to Recv and answers the sender, off the loop.
+func (rs *recvSide) deliver(id multipath.TransferID, in *incomingTensor) {
+	size := in.plan.Size
 	data := rs.region[in.off : in.off+size : in.off+size]
-	t := &Tensor{ID: id, Name: in.offer.Name, Data: data, Offset: in.off, CRC32C: in.offer.CRC32C, Took: time.Since(in.at), r: rs}
+	t := &Tensor{ID: id, Name: in.offer.Name, Data: data, Offset: in.off, Took: time.Since(in.at), r: rs}
 	if rs.hold != nil {
 		// The tensor's hold, taken on the loop goroutine (before exit
-		// drops the session's): the check below reads the region, and
-		// Data points into it until Release.
+		// drops the session's): Data points into the region until
+		// Release.
 		rs.hold.acquire()
 		t.hold = &tensorHold{h: rs.hold}
 		t.gc = runtime.AddCleanup(t, (*tensorHold).drop, t.hold)
 	}
-	check := !rs.s.cfg.NoChecksum && in.offer.CRC32C != 0
+	var crcErr error
+	if in.sums != nil {
+		// The chunks were checksummed as they landed (sumTap); the
+		// tensor's CRC32C combines theirs.
+		t.CRC32C = in.crc
+		if got := in.sum(rs.region); got != in.crc {
+			crcErr = fmt.Errorf("CRC32C %#08x of the received bytes, the sender's is %#08x", got, in.crc)
+		}
+	}
 	rs.receiptStart()
 	go func() {
 		defer rs.receiptDone()
-		if testHookReceived != nil {
-			testHookReceived(data)
-		}
-		var err error
-		if check {
-			if got := chunk.CRC32C(data); got != in.offer.CRC32C {
-				err = fmt.Errorf("CRC32C %#08x of the received bytes, the sender's is %#08x", got, in.offer.CRC32C)
-			}
-		}
+		err := crcErr
 		// Queue the tensor (or its failure) before the Receipt, so that
 		// a sender who closes as soon as Send returns cannot end the
 		// session before Recv can have it.
@@ -574,8 +691,8 @@ func cfgTransport(cfg Config) Transport {
 	return cfg.Transport
 }
 
-// testHookReceived, set by tests only, sees (and may corrupt) every tensor
-// before its checksum is checked.
+// testHookReceived, set by tests only, sees (and may corrupt) every
+// checked chunk as it lands, before it is checksummed.
 var testHookReceived func(data []byte)
 
 // recvPaths describes a receiver's paths when its backend says (qp/tcp and

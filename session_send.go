@@ -126,15 +126,21 @@ type Transfer struct {
 	Size units.Bytes
 
 	s      *sendSide
-	buf    *Buffer // the pool Buffer sent in place (nil: staged)
-	data   []byte  // the caller's tensor (read until staged)
-	crc    uint32
+	buf    *Buffer // the pool Buffer sent in place (nil: staged or registered)
 	ctx    context.Context
 	stop   func() bool
-	off    units.Bytes // staging range
+	off    units.Bytes // staging range, when staged
 	staged bool
+	region uint32 // the caller's data registered as a send region (qp.SendRegions); 0 if staged
 	tag    int
 	plan   chunk.Plan
+	fenced bool // the engine reported it: nothing posted reads its bytes any more
+	// The checksum, computed while the chunks are on their way (see
+	// SendAsync) and sent in a Sum. Loop goroutine only: summing says
+	// the caller's goroutine is still computing it (the bytes stay
+	// pinned until it is done).
+	checked bool
+	summing bool
 
 	acked    atomic.Int64
 	mu       sync.Mutex
@@ -193,7 +199,6 @@ func (t *Transfer) finish(err error) {
 		if t.stop != nil {
 			t.stop()
 		}
-		t.buf.unpin()
 		close(t.done)
 	})
 }
@@ -203,6 +208,7 @@ func (t *Transfer) finish(err error) {
 type sendSide struct {
 	s     *Session
 	conn  qp.Conn
+	regs  qp.SendRegions // nil: every tensor is staged
 	snd   *Sender
 	clock *vtime.Monotonic
 	wake  <-chan struct{}
@@ -239,6 +245,7 @@ func newSendSide(s *Session, conn qp.Conn, send []byte, cfg *Config) (*sendSide,
 	if n, ok := conn.(qp.Notifier); ok {
 		ss.wake = n.Notify()
 	}
+	ss.regs, _ = conn.(qp.SendRegions)
 	if s.tr == TransportVerbs {
 		ss.busy = 50 * time.Microsecond
 	}
@@ -290,9 +297,7 @@ func (ss *sendSide) do(f func()) bool {
 
 // Send ships data as one tensor named name and returns when the receiver
 // has it, checked: nil, or why not. ctx cancels the transfer on both ends.
-// data is copied into the session's send buffer before Send returns (data
-// may be reused as soon as Send returns, and also, with SendAsync, once
-// Staged reports it).
+// Send reads data until it returns; data must not be modified before then.
 func (s *Session) Send(ctx context.Context, name string, data []byte) error {
 	t, err := s.SendAsync(ctx, name, data)
 	if err != nil {
@@ -303,12 +308,23 @@ func (s *Session) Send(ctx context.Context, name string, data []byte) error {
 }
 
 // SendAsync starts sending data as one tensor named name and returns its
-// Transfer at once, after copying data into the session's send buffer
-// (which waits for room when the buffer is busy with earlier tensors). ctx
-// cancels the transfer on both ends: it then fails with ctx's error, and
-// the receiver never delivers it. A tensor that starts where a Buffer of the
-// session's pool does (Session.Alloc) is not copied: it is sent where it
-// lies, and must not change until the transfer ends (see Buffer).
+// Transfer at once. ctx cancels the transfer on both ends: it then fails
+// with ctx's error, and the receiver never delivers it.
+//
+// The caller must not modify data until the transfer has ended (its Done
+// channel is closed, Wait has returned): until then the session may read
+// it, and a change would reach the receiver, or fail the tensor's CRC32C
+// check. Once the transfer has ended, successfully or not, nothing reads
+// data any more. How data is read:
+//
+//   - A tensor that starts where a Buffer of the session's pool does
+//     (Session.Alloc) is sent where it lies: no copy, no registration.
+//   - TCP sends straight from data (qp.SendRegions: data is registered
+//     with the connection for the transfer's lifetime): no copy.
+//   - Verbs, for now, copies other memory into the session's registered
+//     send buffer (Config.SendBuffer) before SendAsync returns, waiting
+//     for room while the buffer is busy with earlier tensors; a tensor
+//     larger than the buffer is refused.
 func (s *Session) SendAsync(ctx context.Context, name string, data []byte) (*Transfer, error) {
 	ss := s.snd
 	if ss == nil {
@@ -322,7 +338,7 @@ func (s *Session) SendAsync(ctx context.Context, name string, data []byte) (*Tra
 		return nil, fmt.Errorf("mptx: tensor %q is empty (valid: at least 1 byte)", name)
 	}
 	buf := ss.pool.pin(data) // a Buffer of the pool is sent where it lies (session_alloc.go)
-	if buf == nil && size > units.Bytes(len(ss.send)) {
+	if buf == nil && ss.regs == nil && size > units.Bytes(len(ss.send)) {
 		return nil, fmt.Errorf("mptx: tensor %q is %v, larger than the send buffer (%v; Config.SendBuffer)", name, size, units.Bytes(len(ss.send)))
 	}
 	if err := s.Err(); err != nil {
@@ -334,33 +350,96 @@ func (s *Session) SendAsync(ctx context.Context, name string, data []byte) (*Tra
 		return nil, ErrSessionClosed
 	}
 	defer ss.hold.drop()
-	t := &Transfer{ID: multipath.TransferID(ss.nextID.Add(1)), Name: name, Size: size, s: ss, data: data, ctx: ctx,
+	t := &Transfer{ID: multipath.TransferID(ss.nextID.Add(1)), Name: name, Size: size, s: ss, ctx: ctx,
 		done: make(chan struct{}), started: time.Now()}
-	if buf != nil {
-		return ss.startInPlace(t, buf) // session_alloc.go
-	}
-	// Stage: take a range of the send buffer (waiting for room), copy
-	// and checksum on the caller's goroutine, so that the engine's loop
-	// never stalls on a copy and several senders copy in parallel.
-	off, err := ss.reserve(ctx, size)
-	if err != nil {
-		return nil, err
-	}
-	t.off, t.staged = off, true
-	copy(ss.send[off:off+size], data)
-	t.data = nil
-	if !s.cfg.NoChecksum {
-		t.crc = chunk.CRC32C(ss.send[off : off+size])
+	t.checked = !s.cfg.NoChecksum
+	t.summing = t.checked
+	sum := data
+	switch {
+	case buf != nil:
+		// In place, in the registered send region; pinned until the
+		// transfer is fenced (and its checksum done).
+		t.buf, t.off = buf, buf.Offset()
+	case ss.regs != nil:
+		// Zero-copy: send from data itself.
+		id, err := ss.regs.AddSendRegion(data)
+		if err != nil {
+			return nil, fmt.Errorf("mptx: tensor %q: registering it to send from: %w", name, err)
+		}
+		t.region = id
+	default:
+		// Stage: take a range of the send buffer (waiting for room) and
+		// copy on the caller's goroutine, so that the engine's loop never
+		// stalls on a copy and several senders copy in parallel.
+		off, err := ss.reserve(ctx, size)
+		if err != nil {
+			return nil, err
+		}
+		t.off, t.staged = off, true
+		copy(ss.send[off:off+size], data)
+		sum = ss.send[off : off+size]
 	}
 	t.stop = context.AfterFunc(ctx, func() {
 		ss.do(func() { ss.cancel(t, context.Cause(ctx)) })
 	})
 	if !ss.do(func() { ss.start(t) }) {
 		t.stop()
-		ss.release(off, size)
+		t.summing = false // no checksum will run
+		ss.unpin(t)
 		return nil, s.Err()
 	}
+	if t.checked {
+		// Checksum on the caller's goroutine while the transfer starts
+		// (Offer, Grant, the first chunks): the CRC32C goes in a Sum of
+		// its own, so the pass over the tensor overlaps its transfer
+		// instead of delaying it, and several senders checksum in
+		// parallel.
+		crc := chunk.CRC32C(sum)
+		ss.do(func() { ss.summed(t, crc) })
+	}
 	return t, nil
+}
+
+// summed sends t's checksum to the receiver (loop goroutine), unless t
+// has ended meanwhile. If the engine has reported t, its bytes are
+// unpinned here: they were kept while the checksum read them.
+func (ss *sendSide) summed(t *Transfer, crc uint32) {
+	t.summing = false
+	if ss.live[t.ID] != t {
+		ss.unpin(t) // ended (failed, or the session ended) meanwhile
+		return
+	}
+	if t.fenced {
+		ss.unpin(t)
+	}
+	m := sumMsg{ID: uint64(t.ID), CRC32C: crc}
+	if err := ss.s.ctrl.send(msgSum, m.marshal()); err != nil {
+		ss.s.end(fmt.Errorf("mptx: sending Sum: %w", err))
+	}
+}
+
+// unpin gives back what holds t's bytes for sending: its staging range, or
+// its registration as a send region. Only once nothing of t can be read
+// any more: before it was submitted, or once the engine fenced it, and
+// not while its checksum is being computed.
+func (ss *sendSide) unpin(t *Transfer) {
+	if t.summing {
+		return // summed unpins
+	}
+	if t.staged {
+		t.staged = false
+		ss.release(t.off, t.Size)
+	}
+	if t.region != 0 {
+		if err := ss.regs.RemoveSendRegion(t.region); err != nil {
+			panic(fmt.Sprintf("mptx: BUG: tensor %q: %v", t.Name, err))
+		}
+		t.region = 0
+	}
+	if t.buf != nil {
+		t.buf.unpin()
+		t.buf = nil
+	}
 }
 
 // reserve takes size bytes of the send buffer, waiting while it is full.
@@ -409,7 +488,7 @@ func (ss *sendSide) start(t *Transfer) {
 	if ss.tel != nil {
 		tc = ss.tel.BeginTransfer(t.ctx, now, t.ID, t.Name)
 	}
-	tag, plan, err := ss.snd.Submit(now, multipath.TransferSpec{ID: t.ID, Size: t.Size, Local: t.off, Hold: true})
+	tag, plan, err := ss.snd.SubmitRegion(now, multipath.TransferSpec{ID: t.ID, Size: t.Size, Local: t.off, Hold: true}, t.region)
 	if err != nil {
 		if ss.tel != nil {
 			ss.tel.CancelTransfer(now, t.ID, err.Error())
@@ -421,7 +500,10 @@ func (ss *sendSide) start(t *Transfer) {
 	t.paths = make([]units.Bytes, len(ss.conn.Paths()))
 	ss.live[t.ID] = t
 	m := offerMsg{ID: uint64(t.ID), Tag: uint16(tag), Size: uint64(plan.Size), ChunkSize: uint64(plan.ChunkSize),
-		Count: uint32(plan.Count), CRC32C: t.crc, Name: t.Name, Trace: string(tc)}
+		Count: uint32(plan.Count), Name: t.Name, Trace: string(tc)}
+	if t.checked {
+		m.Flags |= offerChecked
+	}
 	if err := ss.s.ctrl.send(msgOffer, m.marshal()); err != nil {
 		ss.s.end(fmt.Errorf("mptx: sending Offer: %w", err))
 	}
@@ -435,13 +517,10 @@ func (ss *sendSide) cancel(t *Transfer, cause error) {
 	_ = ss.snd.Cancel(ss.clock.Now(), t.ID, cause)
 }
 
-// fail ends t with err and gives its staging range back.
+// fail ends t with err and unpins its bytes.
 func (ss *sendSide) fail(t *Transfer, err error) {
 	delete(ss.live, t.ID)
-	if t.staged {
-		t.staged = false
-		ss.release(t.off, t.Size)
-	}
+	ss.unpin(t)
 	t.finish(err)
 }
 
@@ -453,15 +532,14 @@ func (ss *sendSide) onDone(id multipath.TransferID, _ vtime.Time, err error) {
 	if t == nil {
 		return
 	}
+	t.fenced = true
 	m := idMsg{ID: uint64(id), Tag: uint16(t.tag), Err: errText(err)}
 	if serr := ss.s.ctrl.send(msgEnd, m.marshal()); serr != nil && err == nil {
 		err = fmt.Errorf("mptx: telling the receiver: %w", serr)
 	}
-	if t.staged {
-		// Fenced: nothing reads the staging range any more.
-		t.staged = false
-		ss.release(t.off, t.Size)
-	}
+	// Fenced: nothing posted reads t's bytes any more (unpin waits for a
+	// checksum in progress).
+	ss.unpin(t)
 	if err != nil {
 		if errors.Is(err, multipath.ErrCanceled) && t.ctx.Err() != nil {
 			err = fmt.Errorf("mptx: tensor %q canceled: %w", t.Name, context.Cause(t.ctx))
@@ -625,9 +703,14 @@ func (ss *sendSide) shutdown(error) {
 // the engine's is a fixed, unlimited window and rate with pacing off (a
 // second controller on top would only add latency); work requests of 1
 // MiB (a TCP path has no per-packet completion to pace with, and a larger
-// write is one syscall); up to 32 MiB posted per path, enough for the
-// socket buffers of a fast path; and a stall floor that tolerates a
-// retransmission timeout (DefaultTCPMinTimeout).
+// write is one syscall); chunks of 1 MiB too, so that paths of different
+// speeds share a tensor in proportion to their rates (over four paths
+// shaped to 50, 100, 150 and 200 Mbit/s, 4 MiB chunks reached 0.75 of
+// the sum of the rates and 1 MiB chunks 0.90: BenchmarkNetnsShaped in
+// qp/tcp/e2e), and the receiver checksums each chunk while it is in the
+// CPU's cache; up to 32 MiB posted per path, enough for the socket buffers
+// of a fast path; and a stall floor that tolerates a retransmission
+// timeout (DefaultTCPMinTimeout).
 func tcpEngineDefaults(c *multipath.Config) {
 	if c.CC == "" && c.NewCC == nil {
 		c.CC = "fixed"
@@ -638,6 +721,9 @@ func tcpEngineDefaults(c *multipath.Config) {
 	}
 	if c.Segment == 0 {
 		c.Segment = units.MiB
+	}
+	if c.ChunkSize == 0 {
+		c.ChunkSize = units.MiB
 	}
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = 32 * units.MiB

@@ -205,8 +205,10 @@ func TestSessionRefusesTooLarge(t *testing.T) {
 	if tn, err := rcv.Recv(ctx); err != nil || tn.Name != "small" {
 		t.Fatalf("Recv = %v, %v", tn, err)
 	}
-	if _, err := snd.SendAsync(ctx, "too big to stage", make([]byte, 9<<20)); err == nil || !strings.Contains(err.Error(), "SendBuffer") {
-		t.Fatalf("SendAsync larger than the send buffer = %v", err)
+	// TCP sends from the caller's memory: the send buffer does not bound
+	// a tensor, the receiver's region does.
+	if err := snd.Send(ctx, "larger than the send buffer", tensor(3, 9<<20)); !errors.Is(err, mptx.ErrRefused) || !strings.Contains(err.Error(), "Config.RegionSize") {
+		t.Fatalf("Send larger than the send buffer and the region = %v, want ErrRefused naming Config.RegionSize", err)
 	}
 }
 

@@ -333,16 +333,36 @@ func dialTCP(ctx context.Context, addr, dataAddr string, cfg *Config) (qp.Conn, 
 	return c, send, nil
 }
 
+// tcpReceiver is a session's qp/tcp Receiver with its data listener, which
+// stays open while the session lives: a path that the sender fences or
+// brings back (tcp.Conn.Reset) rejoins through it. Close closes both.
+type tcpReceiver struct {
+	*tcp.Receiver
+	ln *tcp.Listener
+}
+
+func (r *tcpReceiver) Close() error {
+	err := r.Receiver.Close()
+	r.ln.Close()
+	return err
+}
+
 // acceptTCP opens a data listener for this session alone (so its paths
 // cannot be confused with another session's) on host (the session
 // listener's host), tells the sender its port (Welcome) and accepts the
-// sender's paths into region.
+// sender's paths into region. The listener stays open for the paths'
+// rejoins until the Receiver is closed.
 func acceptTCP(ctx context.Context, bs *bootstrap.Session, host string, paths int, region []byte, cfg *Config) (qp.Receiver, error) {
 	ln, err := tcp.Listen(net.JoinHostPort(host, "0"), tcp.ListenConfig{Secret: cfg.Secret, RetryTimeout: cfg.TCP.RetryTimeout, MaxPending: paths + 8})
 	if err != nil {
 		return nil, fmt.Errorf("mptx: data listener: %w", err)
 	}
-	defer ln.Close()
+	ok := false
+	defer func() {
+		if !ok {
+			ln.Close()
+		}
+	}()
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	w := welcome{Transport: transportTCP, DataAddr: net.JoinHostPort("", port), RegionSize: uint64(len(region))}
 	if err := bs.WriteApp(ctx, msgWelcome, w.marshal()); err != nil {
@@ -356,5 +376,6 @@ func acceptTCP(ctx context.Context, bs *bootstrap.Session, host string, paths in
 		r.Close()
 		return nil, fmt.Errorf("mptx: the sender connected %d TCP paths, its Hello said %d", n, paths)
 	}
-	return r, nil
+	ok = true
+	return &tcpReceiver{Receiver: r, ln: ln}, nil
 }

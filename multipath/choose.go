@@ -13,7 +13,7 @@ import (
 // free reports whether path p can take a new chunk.
 func (e *Engine) free(p *path) bool {
 	return p.state == PathUp && !p.hasActive && p.wrOut < e.cfg.MaxWRPerPath &&
-		(p.inflight == 0 || p.inflight < e.window(p)+e.segFor(p))
+		(p.inflight == 0 || p.inflight < p.win+p.seg)
 }
 
 // finish estimates, in ns from now, when a chunk of c bytes placed on p
@@ -31,23 +31,25 @@ func (e *Engine) finish(now vtime.Time, p *path, c units.Bytes, r float64) (f, b
 	return f * (1 + e.cfg.ECNPenalty*p.marked), backlog
 }
 
-// candidates is the set of free paths a policy chooses among: their
-// indices in increasing order, and a membership mask.
+// candidates is the set of free paths a policy chooses among.
 type candidates struct {
-	idx  [MaxPaths]int8
+	free pathSet
 	n    int
-	free [MaxPaths]bool
 }
 
-// freePaths fills c with the paths that can take a chunk now.
+// freePaths fills c with the paths that can take a chunk now, retesting
+// only the paths that changed since the last call.
 func (e *Engine) freePaths(c *candidates) {
-	for i := range e.paths {
+	for m := e.freeDirty; m != 0; m &= m - 1 {
+		i := m.first()
 		if e.free(&e.paths[i]) {
-			c.idx[c.n] = int8(i)
-			c.n++
-			c.free[i] = true
+			e.freeSet |= bitOf(i)
+		} else {
+			e.freeSet &^= bitOf(i)
 		}
 	}
+	e.freeDirty = 0
+	c.free, c.n = e.freeSet, e.freeSet.count()
 }
 
 // pick chooses the path for the next pending chunk under the configured
@@ -74,11 +76,10 @@ func (e *Engine) pick(now vtime.Time) int {
 // pickRoundRobin takes the first free path after the one it took last,
 // cyclically.
 func (e *Engine) pickRoundRobin(c *candidates) int {
-	i := int(c.idx[0])
-	for _, j := range c.idx[:c.n] {
-		if int(j) > e.lastPath {
-			i = int(j)
-			break
+	i := c.free.first()
+	if e.lastPath < MaxPaths-1 {
+		if after := c.free &^ (bitOf(e.lastPath+1) - 1); after != 0 {
+			i = after.first()
 		}
 	}
 	e.lastPath = i
@@ -87,16 +88,16 @@ func (e *Engine) pickRoundRobin(c *candidates) int {
 
 // pickRandom takes a free path uniformly at random.
 func (e *Engine) pickRandom(c *candidates) int {
-	return int(c.idx[e.rng.IntN(c.n)])
+	return c.free.nth(e.rng.IntN(c.n))
 }
 
 // pickMinRTT takes the free path with the smallest smoothed RTT (the
 // lowest index among equals).
 func (e *Engine) pickMinRTT(c *candidates) int {
-	best := int(c.idx[0])
-	for _, j := range c.idx[1:c.n] {
-		if e.paths[j].srtt < e.paths[best].srtt {
-			best = int(j)
+	best := c.free.first()
+	for m := c.free & (c.free - 1); m != 0; m &= m - 1 {
+		if j := m.first(); e.paths[j].srtt < e.paths[best].srtt {
+			best = j
 		}
 	}
 	return best
@@ -107,21 +108,22 @@ func (e *Engine) pickMinRTT(c *candidates) int {
 // two choices); the first sampled wins a tie.
 func (e *Engine) pickPowerOfTwo(now vtime.Time, c *candidates) int {
 	if c.n == 1 {
-		return int(c.idx[0])
+		return c.free.first()
 	}
 	a := e.rng.IntN(c.n)
 	b := e.rng.IntN(c.n - 1)
 	if b >= a {
 		b++
 	}
+	ia, ib := c.free.nth(a), c.free.nth(b)
 	size := e.peekLen()
-	pa, pb := &e.paths[c.idx[a]], &e.paths[c.idx[b]]
+	pa, pb := &e.paths[ia], &e.paths[ib]
 	fa, _ := e.finish(now, pa, size, e.effRate(pa))
 	fb, _ := e.finish(now, pb, size, e.effRate(pb))
 	if fb < fa {
-		return int(c.idx[b])
+		return ib
 	}
-	return int(c.idx[a])
+	return ia
 }
 
 // pickCongestionAware takes the free path with the earliest estimated
@@ -133,33 +135,34 @@ func (e *Engine) pickPowerOfTwo(now vtime.Time, c *candidates) int {
 // large and every path takes chunks; near the tail a slow path stays idle.
 func (e *Engine) pickCongestionAware(now vtime.Time, c *candidates) int {
 	size := e.peekLen()
-	var f [MaxPaths]float64
 	best, bestF, bestR, bestB := -1, math.Inf(1), 0.0, 0.0
 	sumR, sumB := 0.0, 0.0
-	for i := range e.paths {
+	// The smallest and second smallest finish over every usable path, and
+	// the path of the smallest: min_{p≠best} f_p is the one or the other.
+	min1, min2, min1At := math.Inf(1), math.Inf(1), -1
+	for m := e.up; m != 0; m &= m - 1 {
+		i := m.first()
 		p := &e.paths[i]
-		f[i] = math.Inf(1)
-		if p.state != PathUp {
-			continue
-		}
 		r := e.effRate(p)
 		fi, b := e.finish(now, p, size, r)
-		f[i] = fi
 		sumR += r
 		sumB += b
-		if fi < bestF && c.free[i] {
+		if fi < bestF && c.free&bitOf(i) != 0 {
 			best, bestF, bestR, bestB = i, fi, r, b
+		}
+		if fi < min1 {
+			min1, min2, min1At = fi, min1, i
+		} else if fi < min2 {
+			min2 = fi
 		}
 	}
 	if best < 0 {
 		return -1
 	}
 	if others := sumR - bestR; others > 0 {
-		minOther := math.Inf(1)
-		for i := range e.paths {
-			if i != best && f[i] < minOther {
-				minOther = f[i]
-			}
+		minOther := min1
+		if min1At == best {
+			minOther = min2
 		}
 		tOthers := (sumB - bestB + float64(e.pending)) / others
 		if bestF > max(minOther, tOthers) {
@@ -220,7 +223,8 @@ func (e *Engine) assign(now vtime.Time, i int) bool {
 		clen := chunkLen(&t.plan, idx)
 		e.pending -= clen
 		e.pendingN--
-		p.hasActive, p.activeSlot, p.activeChunk = true, slot, uint32(idx)
+		p.activeSlot, p.activeChunk = slot, uint32(idx)
+		e.setActive(i, true)
 		if e.rec != nil {
 			e.event(EvChunkStart, now)
 			e.ev.Transfer, e.ev.Chunk, e.ev.Path, e.ev.Attempt, e.ev.Bytes = t.id, uint32(idx), i, ch.attempt, clen

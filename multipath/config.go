@@ -110,7 +110,10 @@ type Config struct {
 	// one: 0 chooses automatically in 2–4 MiB (chunk.NewPlan).
 	ChunkSize units.Bytes
 	// Segment is the largest work request a chunk is posted as; 0 means
-	// the pacer's segment size (pacing.Config.Segment default).
+	// the pacer's default for each path's line rate (pacing.Config.Segment
+	// and LineRate: 128 KiB up to 100 Gb/s, 10.49 µs of the line above it,
+	// 512 KiB at 400 Gb/s), a whole chunk with hardware pacing, 128 KiB
+	// with pacing disabled.
 	Segment units.Bytes
 	// Pacing configures the token buckets.
 	Pacing PacingConfig

@@ -139,6 +139,20 @@ type Engine struct {
 	stale    uint64
 	draining int // transfers ended but waiting for outstanding work requests
 	held     int // transfers submitted with Hold, not yet started
+
+	// Path sets and the deadline cache (sets.go).
+	all       pathSet // every path
+	up        pathSet // paths in PathUp
+	busy      pathSet // paths with an active chunk
+	recheck   pathSet // paths Actions must visit
+	paced     pathSet // paths held back by pacing (blockedUntil set)
+	dirty     pathSet // paths whose cached deadline is stale
+	freeSet   pathSet // paths free to take a chunk, but for those in freeDirty
+	freeDirty pathSet
+	fenceSet  pathSet      // paths owing an ActReset
+	hwSet     pathSet      // paths owing an ActSetRate (hardware pacing)
+	dlTree    []vtime.Time // min-tree of the paths' deadlines (sets.go)
+	dlSize    int          // its leaf count: a power of two >= the paths
 }
 
 // New validates cfg and builds an engine.
@@ -179,6 +193,16 @@ func New(cfg Config) (*Engine, error) {
 	e.cfg.Paths = append([]PathConfig(nil), cfg.Paths...)
 	e.paths = make([]path, len(cfg.Paths))
 	e.ports = make([]*pacing.Port, MaxPaths)
+	e.all = allPaths(len(cfg.Paths))
+	e.up, e.recheck, e.dirty, e.freeDirty = e.all, e.all, e.all, e.all
+	e.dlSize = 1
+	for e.dlSize < len(cfg.Paths) {
+		e.dlSize *= 2
+	}
+	e.dlTree = make([]vtime.Time, 2*e.dlSize)
+	for i := range e.dlTree {
+		e.dlTree[i] = vtime.Never
+	}
 	for i := range e.paths {
 		if err := e.initPath(i); err != nil {
 			return nil, err
@@ -228,6 +252,7 @@ func (e *Engine) initPath(i int) error {
 	}
 	p := &e.paths[i]
 	p.cfg = *pc
+	p.idx = i
 	p.alg = alg
 	p.rateEst = pc.LineRate
 	p.fifo = make([]uint64, e.cfg.MaxWRPerPath+1)
@@ -236,6 +261,9 @@ func (e *Engine) initPath(i int) error {
 		Burst:   e.cfg.Pacing.Burst,
 		PFCXoff: e.cfg.Pacing.PFCXoff,
 		Segment: e.cfg.Segment,
+		// The default segment scales with the line rate above 100 Gb/s
+		// (pacing.SegmentRate): 512 KiB at 400 Gb/s.
+		LineRate: pc.LineRate,
 	}
 	seg := e.cfg.Segment
 	if e.cfg.Pacing.Hardware {
@@ -243,7 +271,7 @@ func (e *Engine) initPath(i int) error {
 			seg = chunk.MaxSize
 		}
 		p.hwRate = min(alg.Rate(), pc.LineRate)
-		p.hwDirty = true
+		e.hwSet |= bitOf(i)
 	} else if !e.cfg.Pacing.Disabled {
 		pc, err := pacing.New(pcfg)
 		if err != nil {
@@ -279,6 +307,7 @@ func (e *Engine) initPath(i int) error {
 	if seg == 0 {
 		seg = pacing.DefaultSegment
 	}
+	p.segBase = seg
 	if e.segment == 0 || seg < e.segment {
 		e.segment = seg
 	}
@@ -288,10 +317,15 @@ func (e *Engine) initPath(i int) error {
 		p.maxInFlight = max(2*pc.LineRate.BytesIn(pc.BaseRTT), pc.MTU)
 	}
 	e.refreshRate(p)
+	e.refreshWindow(p) // even if the CC reports a zero rate and window
 	return nil
 }
 
-// Segment returns the segment size chunks are posted in.
+// Segment returns the smallest of the paths' segment sizes, the largest
+// work request each posts: Config.Segment or, by default, the pacer's
+// segment for the path's line rate (pacing.Config.LineRate; 128 KiB up to
+// 100 Gb/s) or, with hardware pacing, a whole chunk. A path shrinks its
+// segment to half its window when the window is smaller than two segments.
 func (e *Engine) Segment() units.Bytes { return e.segment }
 
 // NumPaths returns the number of paths.

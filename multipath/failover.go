@@ -14,26 +14,30 @@ import (
 // fences emits ActReset for paths lost with work outstanding that nothing
 // else will flush (see lose).
 func (e *Engine) fences(dst []Action, n int) int {
-	for i := range e.paths {
-		if n >= len(dst) {
-			break
-		}
-		if p := &e.paths[i]; p.fence {
-			p.fence, p.fencing = false, true
-			dst[n] = Action{Kind: ActReset, Path: i}
-			n++
-		}
+	for ; e.fenceSet != 0 && n < len(dst); n++ {
+		i := e.fenceSet.first()
+		e.fenceSet &^= bitOf(i)
+		p := &e.paths[i]
+		p.fence, p.fencing = false, true
+		e.mark(bitOf(i))
+		dst[n] = Action{Kind: ActReset, Path: i}
 	}
 	return n
 }
 
 // probes emits probes for quarantined paths whose backoff has passed and,
-// with ProbeInterval, for idle paths.
+// with ProbeInterval, for idle paths. Without ProbeInterval only paths
+// that are not up can need one.
 func (e *Engine) probes(now vtime.Time, dst []Action, n int) int {
-	for i := range e.paths {
+	m := e.all
+	if e.cfg.ProbeInterval == 0 {
+		m &^= e.up
+	}
+	for ; m != 0; m &= m - 1 {
 		if n >= len(dst) {
 			break
 		}
+		i := m.first()
 		p := &e.paths[i]
 		if p.probeID != 0 || p.wrOut >= e.cfg.MaxWRPerPath+1 || p.fence || p.fencing {
 			continue
@@ -49,7 +53,7 @@ func (e *Engine) probes(now vtime.Time, dst []Action, n int) int {
 		}
 		if due {
 			p.fromDead = p.state == PathDead
-			p.state = PathProbing
+			e.setState(i, PathProbing)
 		}
 		p.probeID = id
 		p.lastProbe = now
@@ -62,11 +66,12 @@ func (e *Engine) probes(now vtime.Time, dst []Action, n int) int {
 
 func (e *Engine) onProbeDone(now vtime.Time, p *path, i int, postAt vtime.Time, ok bool, reason string) {
 	p.probeID = 0
+	e.touch(i)
 	if ok {
 		rtt := now.Sub(postAt)
 		if p.state == PathProbing {
 			p.qpErr = false
-			p.state = PathUp
+			e.setState(i, PathUp)
 			p.upAt = now
 			p.probeFail = 0
 			p.reason, p.probeReason = "", ""
@@ -95,12 +100,12 @@ func (e *Engine) onProbeDone(now vtime.Time, p *path, i int, postAt vtime.Time, 
 	p.probeFail++
 	p.probeReason = reason
 	if p.fromDead || p.probeFail >= e.cfg.MaxProbeFailures {
-		p.state = PathDead
+		e.setState(i, PathDead)
 		p.until = now.Add(e.cfg.QuarantineMax)
 		e.checkUsable(now)
 		return
 	}
-	p.state = PathQuarantined
+	e.setState(i, PathQuarantined)
 	p.backoff = min(2*p.backoff, e.cfg.QuarantineMax)
 	p.until = now.Add(p.backoff)
 	if e.rec != nil {
@@ -121,12 +126,13 @@ func (e *Engine) lose(now vtime.Time, i int, to PathState, reason string, fence 
 	p := &e.paths[i]
 	if fence && p.wrOut > 0 {
 		p.fence = true
+		e.fenceSet |= bitOf(i)
 	}
 	wasUp := p.state == PathUp
-	p.state = to
+	e.setState(i, to)
 	p.reason = reason
 	p.upAt = vtime.Never
-	p.hasActive = false
+	e.setActive(i, false)
 	p.blockedUntil = 0
 	if to == PathQuarantined {
 		p.backoff = min(max(2*p.backoff, e.cfg.QuarantineMin), e.cfg.QuarantineMax)

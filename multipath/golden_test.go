@@ -153,6 +153,18 @@ func goldenScenarios() []goldenScenario {
 				n.Submit(1, 2*units.MiB, units.MiB)
 				return []multipath.TransferID{1}
 			}},
+		// 400 Gb/s paths take the pacer's time-sized default segment
+		// (512 KiB, halved to fit a two-BDP window at this RTT); one path
+		// shares its NIC's port bucket with another.
+		{"dcqcn-400g-default-segment", multipath.Config{CC: "dcqcn", Paths: []multipath.PathConfig{
+			{LineRate: 400 * gbps, BaseRTT: 6 * time.Microsecond, NIC: 0}, {LineRate: 400 * gbps, BaseRTT: 6 * time.Microsecond, NIC: 0},
+			{LineRate: 400 * gbps, BaseRTT: 6 * time.Microsecond, NIC: 1},
+		}}, []units.BitRate{400 * gbps, 400 * gbps, 400 * gbps}, 6 * time.Microsecond,
+			func(n *enginetest.Net) []multipath.TransferID {
+				n.CNPEvery[2] = 2 * units.MiB
+				n.Submit(1, 96*units.MiB, 4*units.MiB)
+				return []multipath.TransferID{1}
+			}},
 		{"many-transfers", multipath.Config{CC: "fixed"}, four, 10 * time.Microsecond,
 			func(n *enginetest.Net) []multipath.TransferID {
 				var ids []multipath.TransferID

@@ -24,6 +24,7 @@ func (e *Engine) OnCompletion(now vtime.Time, c *Completion) {
 	}
 	w := e.work[idx] // copy: the slot is freed below
 	e.freeWorkSlot(idx)
+	e.touch(int(w.path))
 	p := &e.paths[w.path]
 	p.wrOut--
 	if w.kind == workProbe {
@@ -64,7 +65,10 @@ func (e *Engine) sample(now vtime.Time, p *path, n units.Bytes, postAt vtime.Tim
 	}
 	// TIMELY §4.1: the completion time of a segment includes its own
 	// serialisation; subtract it at line rate to get the network RTT.
-	rtt := raw - p.cfg.LineRate.TxTime(n)
+	if n != p.txLen {
+		p.txLen, p.txTime = n, p.cfg.LineRate.TxTime(n)
+	}
+	rtt := raw - p.txTime
 	if rtt < time.Nanosecond {
 		rtt = time.Nanosecond
 	}
@@ -93,11 +97,15 @@ func (e *Engine) sample(now vtime.Time, p *path, n units.Bytes, postAt vtime.Tim
 	}
 	p.lastAck = now
 	p.bytes += n
-	ack := cc.Ack{Now: now, Acked: n, RTT: rtt, InFlight: p.inflight, ECNMarked: c.ECNMarked, NHops: c.NHops}
 	if c.NHops > 0 {
+		ack := cc.Ack{Now: now, Acked: n, RTT: rtt, InFlight: p.inflight, ECNMarked: c.ECNMarked, NHops: c.NHops}
 		ack.Hops = c.Hops
+		p.alg.OnAck(ack)
+	} else {
+		// Built in the call's argument space: the Ack, with its INT hop
+		// array, is 304 bytes, and a local copy would cost a second copy.
+		p.alg.OnAck(cc.Ack{Now: now, Acked: n, RTT: rtt, InFlight: p.inflight, ECNMarked: c.ECNMarked})
 	}
-	p.alg.OnAck(ack)
 	e.syncRate(now, p)
 }
 
@@ -107,13 +115,14 @@ func (e *Engine) syncRate(now vtime.Time, p *path) {
 	e.refreshRate(p)
 	if p.pacer == nil {
 		if e.cfg.Pacing.Hardware {
-			if r := min(p.alg.Rate(), p.cfg.LineRate); r != p.hwRate {
-				p.hwRate, p.hwDirty = r, true
+			if r := min(p.ccRate, p.cfg.LineRate); r != p.hwRate {
+				p.hwRate = r
+				e.hwSet |= bitOf(p.idx)
 			}
 		}
 		return
 	}
-	r := min(p.alg.Rate(), p.cfg.LineRate)
+	r := min(p.ccRate, p.cfg.LineRate)
 	if r != p.pacedRate {
 		p.pacer.SetRate(now, r)
 		p.pacedRate = r
@@ -206,7 +215,7 @@ func (e *Engine) OnPathUp(now vtime.Time, i int) {
 	if p.state != PathDown {
 		return
 	}
-	p.state = PathQuarantined
+	e.setState(i, PathQuarantined)
 	p.until = now
 	p.probeFail = 0
 }
@@ -225,6 +234,7 @@ func (e *Engine) OnReset(now vtime.Time, i int, ok bool) {
 		return
 	}
 	e.repick = true
+	e.touch(i)
 	p := &e.paths[i]
 	fenced := p.fencing
 	p.fencing = false
@@ -259,8 +269,15 @@ func (e *Engine) OnReset(now vtime.Time, i int, ok bool) {
 // (Actions sends the probes). Early or repeated calls are harmless.
 func (e *Engine) OnTimer(now vtime.Time) {
 	e.repick = true
-	for i := range e.paths {
+	// Only paths whose deadline is due can have a CC timer or a stall
+	// due: a path's deadline is the earliest of both (pathDeadline).
+	e.refreshDeadlines()
+	var due pathSet
+	e.due(now, 1, &due)
+	for ; due != 0; due &= due - 1 {
+		i := due.first()
 		p := &e.paths[i]
+		e.mark(bitOf(i))
 		if d := p.alg.Deadline(); d != 0 && d <= now {
 			p.alg.OnTimer(now)
 			e.syncRate(now, p)
@@ -286,27 +303,12 @@ func (e *Engine) timeout(p *path) time.Duration {
 }
 
 // Deadline returns the earliest instant the engine needs OnTimer or
-// Actions to run again, 0 if none.
+// Actions to run again, 0 if none. It recomputes only the deadlines of
+// paths whose state changed since the last call (sets.go).
 func (e *Engine) Deadline() vtime.Time {
-	var d vtime.Time
-	for i := range e.paths {
-		p := &e.paths[i]
-		d = vtime.Earliest(d, p.alg.Deadline())
-		switch p.state {
-		case PathQuarantined, PathDead:
-			if p.probeID == 0 {
-				d = vtime.Earliest(d, p.until)
-			}
-		case PathUp:
-			if p.hasActive && p.blockedUntil != 0 {
-				d = vtime.Earliest(d, p.blockedUntil)
-			}
-			if id, ok := e.oldest(p); ok {
-				d = vtime.Earliest(d, e.work[int(uint32(id))-1].postAt.Add(e.timeout(p)))
-			} else if e.cfg.ProbeInterval > 0 && p.probeID == 0 {
-				d = vtime.Earliest(d, p.lastProbe.Add(e.cfg.ProbeInterval))
-			}
-		}
+	e.refreshDeadlines()
+	if d := e.dlTree[1]; d != vtime.Never {
+		return d
 	}
-	return d
+	return 0
 }

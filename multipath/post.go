@@ -24,33 +24,49 @@ func (e *Engine) Actions(now vtime.Time, dst []Action) int {
 		dst[n] = Action{Kind: nt.kind, Transfer: nt.id, Err: nt.err}
 		n++
 	}
-	n = e.fences(dst, n)
-	n = e.probes(now, dst, n)
-	if e.cfg.Pacing.Hardware {
-		for i := range e.paths {
-			p := &e.paths[i]
-			if p.hwDirty && n < len(dst) {
-				p.hwDirty = false
-				dst[n] = Action{Kind: ActSetRate, Path: i, Rate: p.hwRate}
-				n++
-			}
+	if e.fenceSet != 0 {
+		n = e.fences(dst, n)
+	}
+	if e.cfg.ProbeInterval > 0 || e.up != e.all {
+		n = e.probes(now, dst, n)
+	}
+	for ; e.hwSet != 0 && n < len(dst); n++ {
+		i := e.hwSet.first()
+		e.hwSet &^= bitOf(i)
+		dst[n] = Action{Kind: ActSetRate, Path: i, Rate: e.paths[i].hwRate}
+	}
+	// Pacing blocks that have passed: visit those paths again.
+	for m := e.paced; m != 0; m &= m - 1 {
+		if i := m.first(); e.paths[i].blockedUntil <= now {
+			e.paced &^= bitOf(i)
+			e.recheck |= bitOf(i)
 		}
 	}
+	np := len(e.paths)
 	for n < len(dst) {
 		progress := false
-		np := len(e.paths)
-		for k := 0; k < np && n < len(dst); k++ {
-			i := e.rrPath + k
+		// Visit the paths in round-robin order from rrPath, skipping
+		// those whose recheck bit is clear: they could not post at their
+		// last visit and nothing that could change that has happened.
+		// Visiting path i changes no other path's bit, so the set read
+		// at the start of the pass is the one a path-by-path check would
+		// see.
+		for r := rotated(e.recheck, e.rrPath, np, e.all); r != 0 && n < len(dst); r &= r - 1 {
+			i := e.rrPath + pathSet(r).first()
 			if i >= np {
 				i -= np
 			}
+			e.recheck &^= bitOf(i)
 			p := &e.paths[i]
 			if p.state != PathUp || !p.hasActive || p.blockedUntil > now {
 				continue
 			}
 			// A pacing block that has passed is over even if the window
 			// now holds the path: Deadline must not keep returning it.
-			p.blockedUntil = 0
+			if p.blockedUntil != 0 {
+				p.blockedUntil = 0
+				e.mark(bitOf(i))
+			}
 			if (p.inflight == 0 || p.inflight < p.win+2*p.seg) && p.wrOut < e.cfg.MaxWRPerPath {
 				var moved bool
 				n, moved = e.post(now, i, dst, n)
@@ -88,9 +104,9 @@ func (e *Engine) Actions(now vtime.Time, dst []Action) int {
 func (e *Engine) window(p *path) units.Bytes { return p.win }
 
 func (e *Engine) computeWindow(p *path) units.Bytes {
-	w := min(p.alg.Window(), p.maxInFlight)
+	w := min(p.ccWin, p.maxInFlight)
 	if p.pacer != nil {
-		if r := p.alg.Rate(); r < p.cfg.LineRate {
+		if r := p.ccRate; r < p.cfg.LineRate {
 			w = min(w, max(r.BytesIn(p.cfg.BaseRTT), p.cfg.MTU))
 		}
 	}
@@ -98,48 +114,46 @@ func (e *Engine) computeWindow(p *path) units.Bytes {
 }
 
 // segFor is the work-request size for path p: Config.Segment (or the
-// pacer's), shrunk to half the path's effective window, in whole MTUs,
-// when that window is smaller than two segments. Feedback on a window-based
-// path arrives per completion, so a segment larger than the window would
-// stretch the control loop to one segment time (at a collapsed window, many
-// milliseconds) instead of about an RTT.
+// pacer's, sized for the path's line rate), shrunk to half the path's
+// effective window, in whole MTUs, when that window is smaller than two
+// segments. Feedback on a window-based path arrives per completion, so a
+// segment larger than the window would stretch the control loop to one
+// segment time (at a collapsed window, many milliseconds) instead of about
+// an RTT.
 func (e *Engine) segFor(p *path) units.Bytes { return p.seg }
 
 func (e *Engine) computeSegFor(p *path) units.Bytes {
-	if e.cfg.Pacing.Hardware && p.alg.Window() == units.MaxBytes {
-		return e.segment // the NIC paces a rate-based path: whole chunks
+	if e.cfg.Pacing.Hardware && p.ccWin == units.MaxBytes {
+		return p.segBase // the NIC paces a rate-based path: whole chunks
 	}
 	w := p.win
-	if w >= 2*e.segment {
-		return e.segment
+	if w >= 2*p.segBase {
+		return p.segBase
 	}
 	mtu := p.cfg.MTU
-	return max(mtu, min(e.segment, w/2/mtu*mtu))
+	return max(mtu, min(p.segBase, w/2/mtu*mtu))
 }
 
 // post posts as many segments of path i's active chunk as window, queue
-// depth and pacing allow.
+// depth and pacing allow. Actions calls it for a path that is up, has an
+// active chunk and is not held back by pacing.
 func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 	p := &e.paths[i]
-	if p.blockedUntil > now {
-		return n, false
-	}
-	p.blockedUntil = 0
 	t := &e.transfers[p.activeSlot]
 	ch := &t.chunks[p.activeChunk]
 	clen := chunkLen(&t.plan, int(p.activeChunk))
 	moved := false
-	win := e.window(p)
-	// Read the pacers once per call and settle once at the end: a burst
-	// of several segments costs two bucket reads and two updates, not
-	// four per segment.
+	win := p.win
 	// Cheap checks first: a path whose window or send queue is full needs
 	// no pacer reads.
-	segMax := e.segFor(p)
+	segMax := p.seg
 	if first := min(segMax, clen-ch.posted); (p.inflight > 0 && p.inflight+first > win+2*segMax) ||
 		p.wrOut >= e.cfg.MaxWRPerPath || e.freeWork < 0 || ch.posted >= clen {
 		return n, false
 	}
+	// Read the pacers once per call and settle once at the end: a burst
+	// of several segments costs two bucket reads and two updates, not
+	// four per segment.
 	avail, pb, qb := units.MaxBytes, units.MaxBytes, units.MaxBytes
 	if p.pacer != nil {
 		pb = p.pacer.Budget(now)
@@ -150,6 +164,7 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 	}
 	var sent units.Bytes
 	paced := false
+	chOff := chunkOff(&t.plan, int(p.activeChunk))
 	for n < len(dst) && ch.posted < clen {
 		seg := min(segMax, clen-ch.posted)
 		// A completion comes only after a whole work request crossed, so
@@ -169,10 +184,11 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 		}
 		avail -= seg
 		sent += seg
-		off := chunkOff(&t.plan, int(p.activeChunk)) + ch.posted
+		off := chOff + ch.posted
 		last := ch.posted+seg == clen
 		id, _ := e.allocWork(workSegment, i, p.activeSlot, p.activeChunk, ch.attempt, seg, now)
-		a := Action{
+		a := &dst[n]
+		*a = Action{
 			Kind: ActPost, Path: i, WorkID: id, Transfer: t.id, Chunk: p.activeChunk,
 			Offset: off, Local: t.local + off, Remote: t.remote + off, Len: seg, Attempt: ch.attempt,
 		}
@@ -180,7 +196,6 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 			a.HasImm = true
 			a.ImmData, _ = chunk.EncodeImm(t.tag, p.activeChunk)
 		}
-		dst[n] = a
 		n++
 		ch.posted += seg
 		p.inflight += seg
@@ -188,14 +203,17 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 		moved = true
 		if last {
 			ch.status = chunkPosted
-			p.hasActive = false
+			e.setActive(i, false)
 			if ch.acked >= clen { // completions raced ahead (cannot happen on RC, but be exact)
 				e.chunkDone(now, p.activeSlot, p.activeChunk, i, 0)
 			}
 		}
 	}
+	if n == len(dst) && p.hasActive {
+		e.recheck |= bitOf(i) // stopped by the full buffer: go on next call
+	}
 	if moved {
-		e.refreshRate(p) // OnSend may move a window (HPCC's update mark)
+		e.refreshCC(p) // OnSend may move a window (HPCC's update mark)
 	}
 	if p.pacer != nil {
 		if sent > 0 {
@@ -215,6 +233,8 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 				wait = max(wait, p.port.Refill(d))
 			}
 			p.blockedUntil = now.Add(max(wait, time.Nanosecond))
+			e.paced |= bitOf(i)
+			e.mark(bitOf(i))
 		}
 	}
 	return n, moved
@@ -224,19 +244,54 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 // by refreshRate.
 func (e *Engine) effRate(p *path) float64 { return p.eff }
 
-// refreshRate recomputes p's cached effective rate, window and segment
-// size after anything they depend on changed: every call into p's CC
-// algorithm is followed by one.
+// refreshRate recomputes p's cached CC rate and window and its effective
+// rate after anything they depend on changed (sample and OnProbeReply
+// change the RTT and delivery-rate estimates; every call into p's CC
+// algorithm is followed by refreshRate or refreshCC), and its effective
+// window and segment size when the CC's rate or window moved. Between
+// refreshes the engine reads the cached values instead of calling Rate and
+// Window (cc.Algorithm's queries are side-effect free). A changed window or
+// segment size sends Actions back to the path; the CC's deadline may have
+// moved, so the path's deadline is recomputed.
 func (e *Engine) refreshRate(p *path) {
+	r, w := p.alg.Rate(), p.alg.Window()
+	e.mark(bitOf(p.idx))
+	changed := r != p.ccRate || w != p.ccWin
+	p.ccRate, p.ccWin = r, w
 	p.eff = e.computeEffRate(p)
+	if changed {
+		e.refreshWindow(p)
+	}
+}
+
+// refreshCC is refreshRate after a CC call that changed nothing else
+// (OnSend): the effective rate is recomputed only if the CC's rate or
+// window moved.
+func (e *Engine) refreshCC(p *path) {
+	r, w := p.alg.Rate(), p.alg.Window()
+	e.mark(bitOf(p.idx))
+	if r != p.ccRate || w != p.ccWin {
+		p.ccRate, p.ccWin = r, w
+		p.eff = e.computeEffRate(p)
+		e.refreshWindow(p)
+	}
+}
+
+// refreshWindow recomputes p's effective window and segment size from the
+// cached CC rate and window.
+func (e *Engine) refreshWindow(p *path) {
+	oldWin, oldSeg := p.win, p.seg
 	p.win = e.computeWindow(p)
 	p.seg = e.computeSegFor(p)
+	if p.win != oldWin || p.seg != oldSeg {
+		e.recheck |= bitOf(p.idx)
+	}
 }
 
 func (e *Engine) computeEffRate(p *path) float64 {
-	r := min(p.rateEst, p.alg.Rate(), p.cfg.LineRate)
+	r := min(p.rateEst, p.ccRate, p.cfg.LineRate)
 	if s := p.srtt; s > 0 {
-		if w := p.alg.Window(); w < units.MaxBytes {
+		if w := p.ccWin; w < units.MaxBytes {
 			r = min(r, units.RateOf(w, s))
 		}
 	}

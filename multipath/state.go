@@ -119,14 +119,17 @@ type note struct {
 
 type path struct {
 	cfg       PathConfig
+	idx       int // index in Engine.paths
 	alg       cc.Algorithm
 	pacer     *pacing.Pacer // nil when pacing is disabled
 	pacedRate units.BitRate
+	ccRate    units.BitRate // alg.Rate() as of the last refreshRate
+	ccWin     units.Bytes   // alg.Window() as of the last refreshRate
 	eff       float64       // effective rate, bytes/ns (refreshRate)
 	win       units.Bytes   // effective window (refreshRate)
 	seg       units.Bytes   // work-request size (refreshRate)
-	hwRate    units.BitRate // Pacing.Hardware: the rate to program
-	hwDirty   bool          // hwRate changed since the last ActSetRate
+	segBase   units.Bytes   // the configured or pacer's segment, before the window's cap
+	hwRate    units.BitRate // Pacing.Hardware: the rate to program (Engine.hwSet: changed since the last ActSetRate)
 	port      *pacing.Port  // shared by paths on one NIC; nil when disabled
 
 	state       PathState
@@ -155,6 +158,8 @@ type path struct {
 	fifoLen  int
 
 	maxInFlight units.Bytes
+	txLen       units.Bytes   // the last completed work request's size ...
+	txTime      time.Duration // ... and its serialisation time at line rate
 	srtt        time.Duration // smoothed network RTT
 	minRTT      time.Duration
 	rawSRTT     time.Duration // smoothed post→completion time (timeouts)
@@ -208,6 +213,7 @@ func (e *Engine) allocWork(kind workKind, pathIdx int, slot uint16, ch uint32, a
 	id := uint64(w.gen)<<32 | uint64(idx+1)
 	p := &e.paths[pathIdx]
 	p.wrOut++
+	e.mark(bitOf(pathIdx))
 	if p.fifoLen == len(p.fifo) { // cannot happen: wrOut bounds it; drop the oldest
 		e.oldest(p)
 	}
@@ -223,6 +229,9 @@ func (e *Engine) allocWork(kind workKind, pathIdx int, slot uint16, ch uint32, a
 }
 
 func (e *Engine) freeWorkSlot(idx int) {
+	if e.freeWork < 0 {
+		e.recheck = e.all // paths held back by the full table may post again
+	}
 	w := &e.work[idx]
 	w.kind = workFree
 	w.gen++
@@ -233,14 +242,12 @@ func (e *Engine) freeWorkSlot(idx int) {
 	e.freeWork = int32(idx)
 }
 
-// chunkLen returns chunk i's length under plan.
+// chunkLen returns chunk i's length under plan (0 <= i < plan.Count, which
+// the engine's chunk indices always are): plan.Span's arithmetic, which
+// inlines where Span, with its range check, does not.
 func chunkLen(plan *chunk.Plan, i int) units.Bytes {
-	_, n := plan.Span(i)
-	return n
+	return min(plan.ChunkSize, plan.Size-units.Bytes(i)*plan.ChunkSize)
 }
 
-// chunkOff returns chunk i's offset under plan.
-func chunkOff(plan *chunk.Plan, i int) units.Bytes {
-	off, _ := plan.Span(i)
-	return off
-}
+// chunkOff returns chunk i's offset under plan, as chunkLen.
+func chunkOff(plan *chunk.Plan, i int) units.Bytes { return units.Bytes(i) * plan.ChunkSize }

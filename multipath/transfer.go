@@ -172,9 +172,12 @@ func (e *Engine) Abort(now vtime.Time, err error) {
 	}
 	for i := range e.paths {
 		p := &e.paths[i]
-		p.state, p.reason = PathDown, "aborted"
-		p.hasActive, p.fence, p.fencing = false, false, false
+		e.setState(i, PathDown)
+		e.setActive(i, false)
+		p.reason = "aborted"
+		p.fence, p.fencing = false, false
 	}
+	e.fenceSet = 0
 	for len(e.active) > 0 {
 		e.decide(now, e.active[0], err)
 	}
@@ -190,6 +193,7 @@ func (e *Engine) Abort(now vtime.Time, err error) {
 		}
 		wc := *w
 		e.freeWorkSlot(idx)
+		e.touch(int(wc.path))
 		p := &e.paths[wc.path]
 		p.wrOut--
 		p.probeID = 0
@@ -233,7 +237,7 @@ func (e *Engine) decide(now vtime.Time, slot uint16, err error) {
 		for i := range e.paths {
 			p := &e.paths[i]
 			if p.hasActive && p.activeSlot == slot {
-				p.hasActive = false
+				e.setActive(i, false)
 			}
 		}
 	}

@@ -21,7 +21,13 @@
 // Chunks are posted as segments of at most Segment bytes so that pacing acts
 // below chunk size: a 4 MiB chunk at the default 128 KiB Segment is 32
 // posts, each released when the bucket holds it, instead of one 4 MiB burst
-// at line rate.
+// at line rate. The default segment is sized by time, not bytes, above
+// 100 Gb/s (Config.LineRate, SegmentRate): it keeps the 10.49 µs that
+// 128 KiB takes at 100 Gb/s, so 512 KiB at 400 Gb/s. Each post costs the
+// sender's CPU about the same whatever its size, so a 400 Gb/s path makes
+// a quarter of the posts; the default bucket stays min(PFCXoff/2, four
+// segments), 512 KiB with the default XOFF at any rate, so the bursts
+// pacing lets out are no larger than at 128 KiB segments.
 //
 // # Why the bucket is shallower than PFC XOFF
 //

@@ -25,8 +25,17 @@ const (
 	// DefaultSegment is the default post size: 128 KiB, NCCL's network
 	// chunk size (CC-PARAMS.md, "Slice sizes in the field"). It is 10.5 µs
 	// at 100 Gb/s, so pacing acts at about a base RTT, and a 4 MiB chunk is
-	// 32 posts, few enough that per-post overhead stays small.
+	// 32 posts, few enough that per-post overhead stays small. Above
+	// SegmentRate the default keeps this time rather than this size.
 	DefaultSegment units.Bytes = 128 * units.KiB
+
+	// SegmentRate is the line rate DefaultSegment is sized for. On a
+	// faster path the default segment keeps DefaultSegment's time at this
+	// rate (10.49 µs) instead of its size: 256 KiB at 200 Gb/s, 512 KiB at
+	// 400 Gb/s (see Config.LineRate). Pacing then acts at the same time
+	// granularity at every rate, and a 400 Gb/s path posts a quarter of the
+	// work requests, each costing the CPU the same whatever its size.
+	SegmentRate = 100 * units.Gbps
 
 	// DefaultBurstSegments caps the default bucket depth at this many
 	// segments: deep enough that a timer firing a few segment-times late
@@ -67,9 +76,32 @@ type Config struct {
 	PFCXoff units.Bytes
 
 	// Segment is the size the engine posts a chunk in. It
-	// must be in [MinSegment, Burst]. 0 means DefaultSegment, reduced to
-	// Burst (or to PFCXoff/2 when Burst is 0 too) when that is smaller.
+	// must be in [MinSegment, Burst]. 0 means DefaultSegment (scaled up
+	// with LineRate above SegmentRate), reduced to Burst (or to PFCXoff/2
+	// when Burst is 0 too) when that is smaller.
 	Segment units.Bytes
+
+	// LineRate is the path's line rate; it sizes the default Segment.
+	// Up to SegmentRate (and when 0) the default is DefaultSegment; above
+	// it, the bytes the line rate carries in DefaultSegment's time at
+	// SegmentRate, in whole MinSegments: 512 KiB at 400 Gb/s. The default
+	// Burst is still min(PFCXoff/2, DefaultBurstSegments segments), so a
+	// larger segment never deepens the bucket past PFCXoff/2: at 400 Gb/s
+	// with the default XOFF the bucket stays 512 KiB (one segment instead
+	// of four), and bursts stay as large as before. Negative is an error.
+	LineRate units.BitRate
+}
+
+// autoSegment returns the default segment for a path of line rate line
+// (see Config.LineRate), before the caps of Burst and PFCXoff.
+func autoSegment(line units.BitRate) units.Bytes {
+	if line <= SegmentRate || line == units.Unlimited {
+		return DefaultSegment
+	}
+	// DefaultSegment × line/SegmentRate, rounded down to MinSegment,
+	// without overflow: DefaultSegment/MinSegment is 32.
+	k := uint64(line) / (uint64(SegmentRate) / uint64(DefaultSegment/MinSegment))
+	return units.Bytes(min(k, uint64(MaxBurst/MinSegment))) * MinSegment
 }
 
 // resolved is a validated Config with its defaults filled in.
@@ -82,6 +114,10 @@ type resolved struct {
 // type in errors.
 func resolve(what string, cfg Config) (resolved, error) {
 	r := resolved{rate: cfg.Rate, burst: cfg.Burst, xoff: cfg.PFCXoff, segment: cfg.Segment}
+	if cfg.LineRate < 0 {
+		return r, fmt.Errorf("pacing: %s.LineRate %v is out of range (valid: > 0, or 0 for at most %v)", what, cfg.LineRate, SegmentRate)
+	}
+	auto := autoSegment(cfg.LineRate)
 	if r.rate < 0 {
 		return r, fmt.Errorf("pacing: %s.Rate %v is out of range (valid: > 0, or 0 for unlimited)", what, r.rate)
 	}
@@ -102,9 +138,9 @@ func resolve(what string, cfg Config) (resolved, error) {
 	}
 	switch {
 	case r.segment == 0 && r.burst != 0:
-		r.segment = min(DefaultSegment, r.burst)
+		r.segment = min(auto, r.burst)
 	case r.segment == 0:
-		r.segment = max(min(DefaultSegment, r.xoff/2), MinSegment)
+		r.segment = max(min(auto, r.xoff/2), MinSegment)
 	case r.segment < MinSegment:
 		return r, fmt.Errorf("pacing: %s.Segment %v is out of range (valid: %v..Burst, or 0 for the default %v)", what, r.segment, MinSegment, DefaultSegment)
 	case r.burst != 0 && r.segment > r.burst:

@@ -283,6 +283,18 @@ func TestConfigDefaults(t *testing.T) {
 		{Config{Burst: 300 * KiB, Segment: 300 * KiB}, 300 * KiB, 300 * KiB, 1 * MiB},
 		{Config{Segment: MaxBurst, PFCXoff: units.MaxBytes}, MaxBurst, MaxBurst, units.MaxBytes},
 		{Config{Burst: MaxBurst, PFCXoff: units.MaxBytes}, MaxBurst, 128 * KiB, units.MaxBytes},
+		// The default segment keeps its 10.49 µs at line rates above
+		// 100 Gb/s; the default bucket stays min(XOFF/2, 4 segments).
+		{Config{LineRate: 100 * Gbps}, 512 * KiB, 128 * KiB, 1 * MiB},
+		{Config{LineRate: 200 * Gbps}, 512 * KiB, 256 * KiB, 1 * MiB},
+		{Config{LineRate: 400 * Gbps}, 512 * KiB, 512 * KiB, 1 * MiB},
+		{Config{LineRate: 800 * Gbps}, 512 * KiB, 512 * KiB, 1 * MiB}, // capped at XOFF/2
+		{Config{LineRate: 400 * Gbps, PFCXoff: 8 * MiB}, 2 * MiB, 512 * KiB, 8 * MiB},
+		{Config{LineRate: 400 * Gbps, Burst: 256 * KiB}, 256 * KiB, 256 * KiB, 1 * MiB},
+		{Config{LineRate: 400 * Gbps, Segment: 64 * KiB}, 256 * KiB, 64 * KiB, 1 * MiB},
+		{Config{LineRate: 150 * Gbps}, 512 * KiB, 192 * KiB, 1 * MiB},
+		{Config{LineRate: units.Unlimited}, 512 * KiB, 128 * KiB, 1 * MiB},
+		{Config{LineRate: 1 << 62, PFCXoff: units.MaxBytes}, MaxBurst, MaxBurst, units.MaxBytes},
 	} {
 		p, err := New(tt.cfg)
 		if err != nil {
@@ -301,25 +313,41 @@ func TestConfigDefaults(t *testing.T) {
 func TestBurstDefaultBelowXoff(t *testing.T) {
 	for xoff := 2 * MinSegment; xoff <= 64*MiB; xoff = xoff*3/2 + 1 {
 		for _, seg := range []units.Bytes{0, MinSegment, 64 * KiB, 128 * KiB, 256 * KiB, 1 * MiB, xoff - 1} {
-			p, err := New(Config{Rate: 100 * Gbps, PFCXoff: xoff, Segment: seg})
-			if seg >= xoff || (seg != 0 && seg < MinSegment) {
-				if err == nil {
-					t.Errorf("New(PFCXoff %v, Segment %v) succeeded, want an error", xoff, seg)
-				}
-				continue
-			}
-			if err != nil {
-				t.Errorf("New(PFCXoff %v, Segment %v) = %v", xoff, seg, err)
-				continue
-			}
-			if p.Burst() >= xoff || p.Burst() < p.Segment() || p.Segment() < MinSegment {
-				t.Errorf("New(PFCXoff %v, Segment %v): Burst %v, Segment %v; want Segment <= Burst < XOFF", xoff, seg, p.Burst(), p.Segment())
-			}
-			q, err := NewPort(PortConfig{LineRate: 100 * Gbps, PFCXoff: xoff, Segment: seg})
-			if err != nil || q.Burst() != p.Burst() {
-				t.Errorf("NewPort(PFCXoff %v, Segment %v) = Burst %v, %v; want the Pacer's %v", xoff, seg, q.Burst(), err, p.Burst())
+			for _, line := range []units.BitRate{0, 100 * Gbps, 400 * Gbps, 1600 * Gbps} {
+				burstDefaultBelowXoff(t, xoff, seg, line)
 			}
 		}
+	}
+}
+
+func burstDefaultBelowXoff(t *testing.T, xoff, seg units.Bytes, line units.BitRate) {
+	t.Helper()
+	p, err := New(Config{Rate: 100 * Gbps, PFCXoff: xoff, Segment: seg, LineRate: line})
+	if seg >= xoff || (seg != 0 && seg < MinSegment) {
+		if err == nil {
+			t.Errorf("New(PFCXoff %v, Segment %v) succeeded, want an error", xoff, seg)
+		}
+		return
+	}
+	if err != nil {
+		t.Errorf("New(PFCXoff %v, Segment %v, LineRate %v) = %v", xoff, seg, line, err)
+		return
+	}
+	if p.Burst() >= xoff || p.Burst() < p.Segment() || p.Segment() < MinSegment {
+		t.Errorf("New(PFCXoff %v, Segment %v, LineRate %v): Burst %v, Segment %v; want Segment <= Burst < XOFF", xoff, seg, line, p.Burst(), p.Segment())
+	}
+	// A default segment scaled up for a fast line never deepens the
+	// default bucket past min(XOFF/2, DefaultBurstSegments segments).
+	if seg == 0 && p.Burst() > max(min(xoff/2, DefaultBurstSegments*autoSegment(line)), MinSegment) {
+		t.Errorf("New(PFCXoff %v, LineRate %v): default Burst %v is deeper than min(XOFF/2, %d segments)", xoff, line, p.Burst(), DefaultBurstSegments)
+	}
+	portLine := line
+	if portLine == 0 {
+		portLine = 100 * Gbps
+	}
+	q, err := NewPort(PortConfig{LineRate: portLine, PFCXoff: xoff, Segment: seg})
+	if err != nil || q.Burst() != p.Burst() {
+		t.Errorf("NewPort(PFCXoff %v, Segment %v, LineRate %v) = Burst %v, %v; want the Pacer's %v", xoff, seg, portLine, q.Burst(), err, p.Burst())
 	}
 }
 
@@ -341,6 +369,7 @@ func TestConfigErrors(t *testing.T) {
 		{Config{Burst: 2 * units.GiB, PFCXoff: units.MaxBytes}, "pacing: Config.Burst 2GiB is out of range (valid: 4KiB..1GiB, below PFCXoff, or 0 for the default)"},
 		{Config{Segment: 2 * units.GiB, PFCXoff: units.MaxBytes}, "pacing: Config.Segment 2GiB is out of range (valid: 4KiB..1GiB, at most Burst and below PFCXoff, or 0 for the default 128KiB)"},
 		{Config{Segment: 1 * MiB}, "pacing: Config.Segment 1MiB is not below PFCXoff 1MiB (valid: 4KiB up to but not including PFCXoff, or 0 for the default 128KiB)"},
+		{Config{LineRate: -1}, "pacing: Config.LineRate -1bps is out of range (valid: > 0, or 0 for at most 100Gbps)"},
 	} {
 		_, err := New(tt.cfg)
 		if err == nil {

@@ -23,8 +23,9 @@ type PortConfig struct {
 	Cap units.BitRate
 
 	// Burst, PFCXoff and Segment are as in Config, with the same
-	// defaults and ranges; Segment is the largest post the paths make,
-	// so that the port's bucket can hold one.
+	// defaults and ranges (the default Segment sized for LineRate, as
+	// Config.LineRate does it); Segment is the largest post the paths
+	// make, so that the port's bucket can hold one.
 	Burst   units.Bytes
 	PFCXoff units.Bytes
 	Segment units.Bytes
@@ -55,7 +56,7 @@ func NewPort(cfg PortConfig) (*Port, error) {
 	if r == 0 {
 		r = cfg.LineRate
 	}
-	res, err := resolve("PortConfig", Config{Rate: r, Burst: cfg.Burst, PFCXoff: cfg.PFCXoff, Segment: cfg.Segment})
+	res, err := resolve("PortConfig", Config{Rate: r, Burst: cfg.Burst, PFCXoff: cfg.PFCXoff, Segment: cfg.Segment, LineRate: cfg.LineRate})
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,11 @@
 // receiver advertised for this connection. Backends map offsets to
 // addresses and keys; no pointer crosses this interface.
 //
+// A connection that implements SendRegions can send from more memory than
+// the one send region it was set up with: the caller registers a buffer
+// (its tensor, say) and names it in SendWR.Region, so that nothing is
+// copied into the send region first.
+//
 // # One-sided access: READ and keyed WRITE
 //
 // A receiver may also expose ranges of its memory to the connection's
@@ -156,10 +161,15 @@ func (s Status) String() string {
 type SendWR struct {
 	ID     uint64      // returned in the completion; a slot index, never a pointer
 	Op     Opcode      // OpWrite, OpWriteImm or OpRead
-	Local  units.Bytes // offset into the sender's send region (OpRead: where the bytes land)
+	Local  units.Bytes // offset into the send region named by Region (OpRead: where the bytes land)
 	Remote units.Bytes // RKey 0: offset into the receiver's advertised region; else an address in RKey's space (Exposure.Addr + offset)
 	Len    units.Bytes // bytes to write or read; 0 is legal for OpWriteImm
 	Imm    uint32      // immediate data for OpWriteImm (host order)
+	// Region names the send region Local indexes: 0 is the connection's
+	// own send region; any other value is an id SendRegions.AddSendRegion
+	// returned. Backends without SendRegions take 0 only. (A READ lands
+	// in it: the region must be writable memory.)
+	Region uint32
 	// RKey names a range the receiver exposed (Exposer), as this path
 	// knows it (Exposure.PathKeys[path], or Exposure.Key): 0 means the
 	// receive region the connection was set up with (writable, not
@@ -333,6 +343,35 @@ type Conn interface {
 	// Close destroys the queue pairs; outstanding work requests complete as
 	// StatusFlushed or are dropped. Close is idempotent.
 	Close() error
+}
+
+// SendRegions is implemented by connections that can send from buffers
+// registered after the connection was set up, in addition to its own send
+// region: zero-copy sends of memory the caller owns (a tensor), where the
+// connection's send region would be a staging buffer to copy into first.
+// Registration is cheap where the backend reads memory with the CPU
+// (qp/tcp, qp/mem: a table entry); a verbs backend would have to register
+// a memory region (ibv_reg_mr(3)) per buffer, so it does not offer it.
+//
+// Its methods are safe for concurrent use with each other and with the
+// Conn's methods: a caller may register a buffer on its own goroutine
+// while the driver posts.
+type SendRegions interface {
+	// AddSendRegion registers buf as a send region and returns its id for
+	// SendWR.Region, never 0. The backend reads buf, with the CPU or a
+	// NIC, whenever a work request naming it is outstanding: the caller
+	// must not modify buf from the post of the first such work request
+	// until each of them has completed (or been flushed by a
+	// qp.Resetter's Reset). An empty buf is refused. The number of
+	// regions registered at once is bounded by the backend (an error
+	// says so).
+	AddSendRegion(buf []byte) (id uint32, err error)
+	// RemoveSendRegion unregisters region id; the backend no longer
+	// refers to its buffer. No work request naming it may be
+	// outstanding. Its id may be returned again by a later AddSendRegion
+	// (with another generation: a stale id is refused, not aliased). An
+	// unknown id is an error.
+	RemoveSendRegion(id uint32) error
 }
 
 // RateLimiter is implemented by connections that can set a per-path

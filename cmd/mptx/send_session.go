@@ -187,14 +187,20 @@ func runSendSession(ctx context.Context, p sessionSendParams) (*SessionSendSumma
 		}
 		t, err := sess.SendAsync(ctx, src.name, data)
 		staged[i] = time.Since(t0)
-		release() // copied into the send buffer
 		if err != nil {
+			release()
 			failed[i] = err
 			continue
 		}
 		mu.Lock()
 		transfers = append(transfers, t)
 		mu.Unlock()
+		// The session may read data until the transfer ends (over TCP
+		// it sends straight from the mapped file): unmap only then.
+		go func() {
+			<-t.Done()
+			release()
+		}()
 	}
 	for _, t := range transfers {
 		<-t.Done() // cancellation reaches every transfer through ctx

@@ -30,6 +30,15 @@
 // StatusFlushed, as moving an RC queue pair to the error state and back
 // does. A failed path stays failed (the link is still down).
 //
+// Send regions: besides Config.SendRegion, buffers registered with
+// AddSendRegion (qp.SendRegions) can be sent from; a write reads its bytes
+// when it lands.
+//
+// Stall injection: Pause holds a path's writes and READs where they are
+// (they have left the sender but do not land, as on a congested or paused
+// link), and Resume lets them land, at the resume time, in order. A Reset
+// of a paused path flushes the held work: it never lands.
+//
 // Failure injection: a path can fail at a given time (FailAt) or on demand
 // (Fail). From then on nothing lands: the oldest outstanding work request
 // completes with StatusRetryExceeded after RetryTimeout (as an RC QP's
@@ -50,6 +59,7 @@ import (
 
 	"github.com/mptx-dev/mptx/qp"
 	"github.com/mptx-dev/mptx/qp/internal/cqring"
+	"github.com/mptx-dev/mptx/qp/internal/sendreg"
 	"github.com/mptx-dev/mptx/units"
 	"github.com/mptx-dev/mptx/vtime"
 )
@@ -105,6 +115,11 @@ type event struct {
 	done vtime.Time
 	// land is when a READ's response has fully arrived.
 	land vtime.Time
+	// src is the sender's memory the work request names (its region at
+	// Local, or the registered send region): a write's payload, read when
+	// it lands (nil sends zeros); a READ's destination, written when its
+	// response lands (nil drops the bytes).
+	src []byte
 }
 
 // Network is an in-memory fabric with one sender Conn and one Receiver.
@@ -122,9 +137,10 @@ type Network struct {
 	recvClosed bool
 	conn       Conn
 	recv       Receiver
+	regs       sendreg.Table // qp.SendRegions
 
 	// The exposed ranges (qp.Exposer), guarded by expMu: Expose and
-	// Revoke may come from any goroutine.
+	// RevokeKey may come from any goroutine.
 	expMu   sync.Mutex
 	exps    map[uint32]*exposure
 	expRand uint64 // splitmix64 state for keys and addresses
@@ -148,6 +164,8 @@ type memPath struct {
 	carried   units.Bytes
 	counters  qp.Counters
 	bytes     units.Bytes // bytes landed
+	paused    bool
+	held      []event // writes due to land while paused, in order
 }
 
 // New builds a Network at time vtime.Epoch.
@@ -241,6 +259,22 @@ func (n *Network) AdvanceTo(t vtime.Time) {
 // Fail fails path i now (see the package doc).
 func (n *Network) Fail(i int) { n.fail(i) }
 
+// Pause stalls path i now: writes due to land are held until Resume (see
+// the package doc).
+func (n *Network) Pause(i int) { n.paths[i].paused = true }
+
+// Resume ends a Pause of path i: the held writes land now, in order.
+func (n *Network) Resume(i int) {
+	p := &n.paths[i]
+	p.paused = false
+	for _, ev := range p.held {
+		ev.at = n.now
+		n.push(ev)
+	}
+	clear(p.held)
+	p.held = p.held[:0]
+}
+
 // PathBytes returns the bytes that landed through path i.
 func (n *Network) PathBytes(i int) units.Bytes { return n.paths[i].bytes }
 
@@ -251,6 +285,11 @@ func (n *Network) fail(i int) {
 	}
 	p.failed = true
 	p.failAt = n.now
+	p.paused = false
+	for _, ev := range p.held { // held writes never land either
+		n.push(ev)
+	}
+	p.held = p.held[:0]
 	// Work requests that have not landed yet never will: re-time their
 	// completions. Walk the heap and rewrite this path's events.
 	first := true
@@ -285,8 +324,12 @@ func (n *Network) run(ev *event) {
 	p := &n.paths[ev.path]
 	switch ev.kind {
 	case evLand:
+		if p.paused {
+			p.held = append(p.held, *ev)
+			return
+		}
 		wr := &ev.wr
-		if !n.write(wr) {
+		if !n.write(wr, ev.src) {
 			n.push(event{at: n.now.Add(p.cfg.Delay), kind: evComplete, path: ev.path, wr: *wr, st: qp.StatusRemoteAccess})
 			return
 		}
@@ -296,15 +339,23 @@ func (n *Network) run(ev *event) {
 		}
 		n.push(event{at: ev.done, kind: evComplete, path: ev.path, wr: *wr, st: qp.StatusOK})
 	case evReadArrive:
+		if p.paused { // a stalled path holds READs too
+			p.held = append(p.held, *ev)
+			return
+		}
 		// The responder checks the request; a violation is NAKed.
 		if !n.readable(&ev.wr) {
 			n.push(event{at: n.now.Add(p.cfg.Delay), kind: evComplete, path: ev.path, wr: ev.wr, st: qp.StatusRemoteAccess})
 			return
 		}
-		n.push(event{at: ev.land, kind: evReadLand, path: ev.path, wr: ev.wr, done: ev.done})
+		n.push(event{at: ev.land, kind: evReadLand, path: ev.path, wr: ev.wr, done: ev.done, src: ev.src})
 	case evReadLand:
+		if p.paused {
+			p.held = append(p.held, *ev)
+			return
+		}
 		wr := &ev.wr
-		if !n.read(wr) { // revoked while the response was under way
+		if !n.read(wr, ev.src) { // revoked while the response was under way
 			n.push(event{at: n.now, kind: evComplete, path: ev.path, wr: *wr, st: qp.StatusRemoteAccess})
 			return
 		}
@@ -316,18 +367,32 @@ func (n *Network) run(ev *event) {
 	}
 }
 
-// Conn is the sender side of a Network; it implements qp.Conn and
-// qp.Resetter.
+// Conn is the sender side of a Network; it implements qp.Conn,
+// qp.Resetter and qp.SendRegions.
 type Conn struct{ n *Network }
 
 var (
-	_ qp.Conn     = (*Conn)(nil)
-	_ qp.Resetter = (*Conn)(nil)
+	_ qp.Conn        = (*Conn)(nil)
+	_ qp.Resetter    = (*Conn)(nil)
+	_ qp.SendRegions = (*Conn)(nil)
 )
 
+// AddSendRegion implements qp.SendRegions: work requests naming the id
+// returned (SendWR.Region) copy from buf when they land, so buf must stay
+// unchanged until they have completed.
+func (c *Conn) AddSendRegion(buf []byte) (uint32, error) {
+	if c.n.connClosed {
+		return 0, qp.ErrClosed
+	}
+	return c.n.regs.Add("mem", buf)
+}
+
+// RemoveSendRegion implements qp.SendRegions.
+func (c *Conn) RemoveSendRegion(id uint32) error { return c.n.regs.Remove("mem", id) }
+
 // Reset implements qp.Resetter: every work request outstanding on path
-// completes now with StatusFlushed, and those that had not landed never
-// will.
+// completes now with StatusFlushed, and those that had not landed (those
+// a Pause holds included) never will.
 func (c *Conn) Reset(path int) error {
 	n := c.n
 	if n.connClosed {
@@ -343,6 +408,11 @@ func (c *Conn) Reset(path int) error {
 	}
 	n.heapify()
 	p := &n.paths[path]
+	for _, ev := range p.held {
+		ev.kind, ev.st, ev.at = evComplete, qp.StatusFlushed, n.now
+		n.push(ev)
+	}
+	p.held = p.held[:0]
 	p.busyUntil, p.rbusy, p.lastDone = n.now, n.now, n.now
 	return nil
 }
@@ -365,8 +435,19 @@ func (c *Conn) PostSend(path int, wrs []qp.SendWR) (int, error) {
 		if wr.Op != qp.OpWrite && wr.Op != qp.OpWriteImm && wr.Op != qp.OpRead {
 			return k, fmt.Errorf("mem: PostSend: wrs[%d].Op = %v (valid: WRITE, WRITE_WITH_IMM, RDMA_READ)", k, wr.Op)
 		}
-		if wr.Len < 0 || (n.cfg.SendRegion != nil && (wr.Local < 0 || wr.Local+wr.Len > units.Bytes(len(n.cfg.SendRegion)))) {
-			return k, fmt.Errorf("mem: PostSend: wrs[%d] local range [%d, %d) outside the send region (%d B)", k, wr.Local, wr.Local+wr.Len, len(n.cfg.SendRegion))
+		region := n.cfg.SendRegion
+		if wr.Region != 0 {
+			var ok bool
+			if region, ok = n.regs.Lookup(wr.Region); !ok {
+				return k, fmt.Errorf("mem: PostSend: wrs[%d].Region = %#x is not registered (AddSendRegion)", k, wr.Region)
+			}
+		}
+		if wr.Len < 0 || (region != nil && (wr.Local < 0 || wr.Local+wr.Len > units.Bytes(len(region)))) {
+			return k, fmt.Errorf("mem: PostSend: wrs[%d] local range [%d, %d) outside the send region %#x (%d B)", k, wr.Local, wr.Local+wr.Len, wr.Region, len(region))
+		}
+		var src []byte
+		if region != nil && wr.Len > 0 {
+			src = region[wr.Local : wr.Local+wr.Len]
 		}
 		if p.out >= n.cfg.MaxSendWR {
 			return k, qp.ErrQueueFull
@@ -402,13 +483,13 @@ func (c *Conn) PostSend(path int, wrs []qp.SendWR) (int, error) {
 			p.rbusy = rstart.Add(p.cfg.Rate.TxTime(wr.Len))
 			land := p.rbusy.Add(p.cfg.Delay)
 			p.lastDone = max(p.lastDone+1, land)
-			n.push(event{at: arrive, kind: evReadArrive, path: path, wr: *wr, land: land, done: p.lastDone})
+			n.push(event{at: arrive, kind: evReadArrive, path: path, wr: *wr, land: land, done: p.lastDone, src: src})
 			continue
 		}
 		done := start.Add(p.cfg.Rate.TxTime(wr.Len))
 		p.busyUntil = done
 		p.lastDone = max(p.lastDone+1, done.Add(2*p.cfg.Delay))
-		n.push(event{at: done.Add(p.cfg.Delay), kind: evLand, path: path, wr: *wr, done: p.lastDone})
+		n.push(event{at: done.Add(p.cfg.Delay), kind: evLand, path: path, wr: *wr, done: p.lastDone, src: src})
 	}
 	return len(wrs), nil
 }
@@ -519,10 +600,11 @@ func (n *Network) readable(wr *qp.SendWR) bool {
 	return ok
 }
 
-// read lands a READ's response: it copies the range into the sender's
-// region, unless the key was revoked meanwhile. The copy runs under expMu,
-// so that once Revoke returns nothing reads the range.
-func (n *Network) read(wr *qp.SendWR) bool {
+// read lands a READ's response: it copies the range into dst, the
+// sender's memory (nil: nowhere), unless the key was revoked meanwhile.
+// The copy runs under expMu, so that once RevokeKey returns nothing reads
+// the range.
+func (n *Network) read(wr *qp.SendWR, dst []byte) bool {
 	n.expMu.Lock()
 	defer n.expMu.Unlock()
 	e := n.exps[wr.RKey]
@@ -533,15 +615,13 @@ func (n *Network) read(wr *qp.SendWR) bool {
 	if !ok {
 		return false
 	}
-	if n.cfg.SendRegion != nil {
-		copy(n.cfg.SendRegion[wr.Local:wr.Local+wr.Len], src)
-	}
+	copy(dst, src)
 	return true
 }
 
-// write lands a write in the receive region (RKey 0) or an exposed range
-// with AccessWrite; false means a remote access error.
-func (n *Network) write(wr *qp.SendWR) bool {
+// write lands a write of src (nil: zeros) in the receive region (RKey 0)
+// or an exposed range with AccessWrite; false means a remote access error.
+func (n *Network) write(wr *qp.SendWR, src []byte) bool {
 	var dst []byte
 	if wr.RKey == 0 {
 		if end := wr.Remote + wr.Len; wr.Remote < 0 || end > units.Bytes(len(n.cfg.RecvRegion)) {
@@ -561,8 +641,8 @@ func (n *Network) write(wr *qp.SendWR) bool {
 		}
 	}
 	if len(dst) > 0 {
-		if n.cfg.SendRegion != nil {
-			copy(dst, n.cfg.SendRegion[wr.Local:wr.Local+wr.Len])
+		if src != nil {
+			copy(dst, src)
 		} else {
 			clear(dst)
 		}

@@ -27,7 +27,8 @@ func factory(t testing.TB, paths int, region units.Bytes) *qptest.Env {
 				n.AdvanceTo(next)
 			}
 		},
-		Fail: func(i int) error { n.Fail(i); return nil },
+		Fail:  func(i int) error { n.Fail(i); return nil },
+		Stall: func(i int) func() { n.Pause(i); return func() { n.Resume(i) } },
 	}
 }
 

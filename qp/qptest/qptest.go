@@ -6,7 +6,9 @@
 // order per path, zero-length probes work, batches post in one call,
 // out-of-region writes fail with a remote access error and corrupt
 // nothing, a failed path errors its work requests without disturbing the
-// others, and steady-state post/poll allocates nothing.
+// others, a reset fences a path (qp.Resetter: nothing of the work it
+// flushed lands afterwards), registered send regions (qp.SendRegions) are
+// sent from, and steady-state post/poll allocates nothing.
 //
 // Backends with one-sided access (Caps.Read and a receiver implementing
 // qp.Exposer) also pass the READ cases (read.go): reads land and complete
@@ -45,6 +47,14 @@ type Env struct {
 	// Fail breaks path i so that its work requests fail (link down, port
 	// down, QP forced to error).
 	Fail func(path int) error
+	// Stall, if set, stalls path i without breaking it, as a congested or
+	// paused link does: work posted on it stays outstanding and nothing of
+	// it completes, while the path's queue pair (or connection) stays
+	// healthy. It returns resume, which lets the stalled work go on; the
+	// suite calls it after resetting the path. A backend that cannot
+	// model a stall leaves Stall nil, and ResetFences resets a path with
+	// work in flight instead.
+	Stall func(path int) (resume func())
 	// Alloc returns n bytes of memory the receiver can expose
 	// (qp.Exposer); nil means make([]byte, n). A verbs backend needs
 	// memory outside the Go heap.
@@ -64,6 +74,8 @@ func Run(t *testing.T, f Factory) {
 	t.Run("PollEmpty", func(t *testing.T) { testPollEmpty(t, f) })
 	t.Run("RemoteAccessError", func(t *testing.T) { testRemoteAccess(t, f) })
 	t.Run("FailedPath", func(t *testing.T) { testFailedPath(t, f) })
+	t.Run("ResetFences", func(t *testing.T) { testResetFences(t, f) })
+	t.Run("SendRegions", func(t *testing.T) { testSendRegions(t, f) })
 	t.Run("NoAllocs", func(t *testing.T) { testNoAllocs(t, f) })
 	t.Run("CloseIdempotent", func(t *testing.T) { testClose(t, f) })
 	t.Run("ReadLands", func(t *testing.T) { testReadLands(t, f) })

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mptx-dev/mptx/qp"
 	"github.com/mptx-dev/mptx/qp/internal/cqring"
+	"github.com/mptx-dev/mptx/qp/internal/sendreg"
 	"github.com/mptx-dev/mptx/units"
 )
 
@@ -101,11 +102,12 @@ const (
 )
 
 // Conn is the sender's side of a connection: Paths() TCP connections to one
-// Receiver. It implements qp.Conn, qp.Resetter and Notifier.
+// Receiver. It implements qp.Conn, qp.Resetter, qp.SendRegions and
+// Notifier.
 //
 // Its qp.Conn methods and Reset must be called from one goroutine at a time
-// (the driver's); Notify, PathBytes, RegionSize and ID are safe for
-// concurrent use. The zero value is not usable; get one from Dial.
+// (the driver's); AddSendRegion, RemoveSendRegion, Notify, PathBytes,
+// RegionSize and ID are safe for concurrent use. The zero value is not usable; get one from Dial.
 type Conn struct {
 	id         ConnID
 	region     []byte
@@ -127,15 +129,18 @@ type Conn struct {
 	retryTimeout time.Duration
 	resetTimeout time.Duration
 
+	regs sendreg.Table // qp.SendRegions
+
 	mu     sync.Mutex
 	closed bool        // guarded by mu
 	cq     cqring.Ring // guarded by mu; sized so that it cannot overflow
 }
 
 var (
-	_ qp.Conn     = (*Conn)(nil)
-	_ qp.Resetter = (*Conn)(nil)
-	_ Notifier    = (*Conn)(nil)
+	_ qp.Conn        = (*Conn)(nil)
+	_ qp.Resetter    = (*Conn)(nil)
+	_ qp.SendRegions = (*Conn)(nil)
+	_ Notifier       = (*Conn)(nil)
 )
 
 // sendPath is one path of a Conn.
@@ -159,6 +164,7 @@ type sendPath struct {
 	// number. cqPending counts this path's completions not yet polled:
 	// they still hold send queue slots.
 	sq          []qp.SendWR
+	sqData      [][]byte // sq[i]'s payload, resolved by PostSend; nil once completed
 	head        int
 	n           int
 	sent        int
@@ -167,7 +173,18 @@ type sendPath struct {
 	state       pathState
 	retryIssued bool
 	resetting   bool // a Reset is under way
-	acked       units.Bytes
+	// fencing: a Reset of a path with work outstanding is asking the
+	// receiver to fence the path's connection. Meanwhile the writer sends
+	// nothing more, acknowledgements complete nothing (the latest is kept
+	// in fenceAck, a NAK in fenceNak, for a Reset that fails) and a
+	// failure of the connection completes nothing (its status is kept in
+	// fenceFail): once the fence holds, every outstanding WR completes
+	// with StatusFlushed.
+	fencing   bool
+	fenceAck  uint32 // 0: none
+	fenceNak  uint32 // 0: none
+	fenceFail qp.Status
+	acked     units.Bytes
 	// Retransmits of the path's failed connections (TCP_INFO read before
 	// they were closed), so that Counters stays cumulative across Reset;
 	// harvested is the last connection counted.
@@ -333,7 +350,7 @@ func Dial(ctx context.Context, addr string, cfg DialConfig) (*Conn, error) {
 		c.infos[i] = info
 		c.paths[i] = &sendPath{
 			c: c, idx: i, conn: tc, qpn: info.QPN, doorbell: make(chan struct{}, 1),
-			sq: make([]qp.SendWR, cfg.MaxSendWR), seqHead: 1,
+			sq: make([]qp.SendWR, cfg.MaxSendWR), sqData: make([][]byte, cfg.MaxSendWR), seqHead: 1,
 			hdrs: make([][hdrLen]byte, maxBatch), iov: make([][]byte, 0, 2*maxBatch),
 			br: bufio.NewReaderSize(tc, 4096),
 		}
@@ -460,7 +477,8 @@ func (c *Conn) PostSend(path int, wrs []qp.SendWR) (int, error) {
 	queued, failed := false, false
 	for k := range wrs {
 		wr := &wrs[k]
-		if err := c.checkWR(k, wr); err != nil {
+		data, err := c.checkWR(k, wr)
+		if err != nil {
 			c.mu.Unlock()
 			c.kick(p, queued, failed)
 			return k, err
@@ -484,6 +502,7 @@ func (c *Conn) PostSend(path int, wrs []qp.SendWR) (int, error) {
 			i -= len(p.sq)
 		}
 		p.sq[i] = *wr
+		p.sqData[i] = data
 		p.n++
 		queued = true
 	}
@@ -492,17 +511,52 @@ func (c *Conn) PostSend(path int, wrs []qp.SendWR) (int, error) {
 	return len(wrs), nil
 }
 
-func (c *Conn) checkWR(k int, wr *qp.SendWR) error {
+// checkWR checks wrs[k] and returns its payload: the bytes of its send
+// region it names (nil for a zero-length WR).
+func (c *Conn) checkWR(k int, wr *qp.SendWR) ([]byte, error) {
 	if wr.Op != qp.OpWrite && wr.Op != qp.OpWriteImm {
-		return fmt.Errorf("tcp: PostSend: wrs[%d].Op = %v (valid: WRITE, WRITE_WITH_IMM)", k, wr.Op)
+		return nil, fmt.Errorf("tcp: PostSend: wrs[%d].Op = %v (valid: WRITE, WRITE_WITH_IMM)", k, wr.Op)
 	}
 	if wr.Len < 0 || wr.Len > MaxMessageBytes {
-		return fmt.Errorf("tcp: PostSend: wrs[%d].Len = %d B (valid: 0..%d)", k, wr.Len, MaxMessageBytes)
+		return nil, fmt.Errorf("tcp: PostSend: wrs[%d].Len = %d B (valid: 0..%d)", k, wr.Len, MaxMessageBytes)
 	}
-	if wr.Len > 0 && (wr.Local < 0 || wr.Local > units.Bytes(len(c.region))-wr.Len) {
-		return fmt.Errorf("tcp: PostSend: wrs[%d] local range [%d, %d) outside the %d-byte send region", k, wr.Local, wr.Local+wr.Len, len(c.region))
+	if wr.Len == 0 {
+		return nil, nil
 	}
-	return nil
+	region := c.region
+	if wr.Region != 0 {
+		var ok bool
+		if region, ok = c.regs.Lookup(wr.Region); !ok {
+			return nil, fmt.Errorf("tcp: PostSend: wrs[%d].Region = %#x is not registered (AddSendRegion)", k, wr.Region)
+		}
+	}
+	if wr.Local < 0 || wr.Local > units.Bytes(len(region))-wr.Len {
+		return nil, fmt.Errorf("tcp: PostSend: wrs[%d] local range [%d, %d) outside the %d-byte send region %#x", k, wr.Local, wr.Local+wr.Len, len(region), wr.Region)
+	}
+	return region[wr.Local : wr.Local+wr.Len : wr.Local+wr.Len], nil
+}
+
+// AddSendRegion implements qp.SendRegions: buf becomes a send region that
+// work requests name by the id returned (SendWR.Region). The path writers
+// gather payloads straight from it into their writev calls, so the caller
+// must leave buf unchanged while work requests naming it are outstanding.
+// Registering takes no system call and no copy. It is safe for concurrent
+// use with every other method.
+func (c *Conn) AddSendRegion(buf []byte) (uint32, error) {
+	if c.isClosed.Load() {
+		return 0, qp.ErrClosed
+	}
+	return c.regs.Add("tcp", buf)
+}
+
+// RemoveSendRegion implements qp.SendRegions. Work requests already
+// posted keep the payload they resolved when they were posted (PostSend
+// checks and resolves the region), so removing a region cannot make a
+// writer read another buffer; but the caller must not modify the buffer
+// until they have completed. It is safe for concurrent use with every
+// other method.
+func (c *Conn) RemoveSendRegion(id uint32) error {
+	return c.regs.Remove("tcp", id)
 }
 
 // kick rings p's doorbell if WRs were queued and notifies the driver if
@@ -541,6 +595,7 @@ func (c *Conn) completeHead(p *sendPath, st qp.Status) {
 	if st == qp.StatusOK {
 		p.acked += wr.Len
 	}
+	p.sqData[p.head] = nil
 	p.head++
 	if p.head == len(p.sq) {
 		p.head = 0
@@ -613,7 +668,11 @@ func (c *Conn) failPath(p *sendPath, conn *net.TCPConn, st qp.Status) {
 	changed := !c.closed && p.conn == conn && p.state == stateReady
 	if changed {
 		p.state = stateBroken
-		if p.n > 0 {
+		switch {
+		case p.fencing:
+			// Reset decides how the outstanding WRs end.
+			p.fenceFail = st
+		case p.n > 0:
 			p.retryIssued = true
 			c.flush(p, st)
 		}
@@ -663,6 +722,9 @@ func (p *sendPath) writeLoop(conn *net.TCPConn) {
 			return
 		}
 		k := min(p.n-p.sent, maxBatch)
+		if p.fencing {
+			k = 0 // Reset is fencing the connection: send nothing more
+		}
 		iov := p.iov[:0]
 		for i := 0; i < k; i++ {
 			j := p.head + p.sent + i
@@ -673,7 +735,7 @@ func (p *sendPath) writeLoop(conn *net.TCPConn) {
 			putHeader(&p.hdrs[i], wr, p.seqHead+uint32(p.sent+i))
 			iov = append(iov, p.hdrs[i][:])
 			if wr.Len > 0 {
-				iov = append(iov, c.region[wr.Local:wr.Local+wr.Len])
+				iov = append(iov, p.sqData[j])
 			}
 		}
 		p.sent += k
@@ -725,21 +787,33 @@ func (p *sendPath) readLoop(conn *net.TCPConn) {
 // seq does not name a WR that was sent and not yet acknowledged.
 func (c *Conn) onACK(p *sendPath, seq uint32) bool {
 	c.mu.Lock()
+	ok, completed := c.ackLocked(p, seq)
+	c.mu.Unlock()
+	if completed {
+		c.wake()
+	}
+	return ok
+}
+
+// ackLocked is onACK with c.mu held; completed says whether it completed
+// WRs (the caller wakes the driver). While Reset fences the path it only
+// records seq.
+func (c *Conn) ackLocked(p *sendPath, seq uint32) (ok, completed bool) {
 	if p.state != stateReady {
-		c.mu.Unlock()
-		return true
+		return true, false
 	}
 	k := seq - p.seqHead + 1
 	if k == 0 || uint64(k) > uint64(p.sent) {
-		c.mu.Unlock()
-		return false
+		return false, false
+	}
+	if p.fencing {
+		p.fenceAck = seq
+		return true, false
 	}
 	for ; k > 0; k-- {
 		c.completeHead(p, qp.StatusOK)
 	}
-	c.mu.Unlock()
-	c.wake()
-	return true
+	return true, true
 }
 
 // onNAK completes p's WRs before seq with StatusOK, the one at seq with
@@ -747,25 +821,36 @@ func (c *Conn) onACK(p *sendPath, seq uint32) bool {
 // error state.
 func (c *Conn) onNAK(p *sendPath, seq uint32) bool {
 	c.mu.Lock()
+	ok, completed := c.nakLocked(p, seq)
+	c.mu.Unlock()
+	if completed {
+		select {
+		case p.doorbell <- struct{}{}:
+		default:
+		}
+		c.wake()
+	}
+	return ok
+}
+
+// nakLocked is onNAK with c.mu held. While Reset fences the path it only
+// records seq.
+func (c *Conn) nakLocked(p *sendPath, seq uint32) (ok, completed bool) {
 	if p.state != stateReady {
-		c.mu.Unlock()
-		return true
+		return true, false
 	}
 	k := seq - p.seqHead
 	if uint64(k) >= uint64(p.sent) {
-		c.mu.Unlock()
-		return false
+		return false, false
+	}
+	if p.fencing {
+		p.fenceNak = seq
+		return true, false
 	}
 	for ; k > 0; k-- {
 		c.completeHead(p, qp.StatusOK)
 	}
 	c.flush(p, qp.StatusRemoteAccess)
 	p.state = stateError
-	c.mu.Unlock()
-	select {
-	case p.doorbell <- struct{}{}:
-	default:
-	}
-	c.wake()
-	return true
+	return true, true
 }

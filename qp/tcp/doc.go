@@ -12,7 +12,8 @@
 //   - Queue pair → one TCP connection. Its QPN is a process-local 24-bit
 //     number; PathInfo.SrcPort is the connection's local TCP port.
 //   - RDMA WRITE / WRITE WITH IMM → one data frame (header + payload). The
-//     payload is gathered straight from the caller's send region with
+//     payload is gathered straight from the caller's send region (or a
+//     buffer registered with Conn.AddSendRegion, qp.SendRegions) with
 //     writev(2) (net.Buffers): nothing is copied in user space on the send
 //     side. The receiver reads payloads of 16 KiB and more directly into the
 //     receive region.
@@ -82,7 +83,7 @@
 //
 // # Rejoin
 //
-// Conn.Reset brings one path back after it failed (see Failure semantics):
+// Conn.Reset fences one path and brings it back (see Failure semantics):
 // the sender opens a new TCP connection for the path to the same address
 // and runs the same four steps on it, with the same connection id, path
 // index and count, but with the labels "mptx-tcp/2 rejoin client" (step 2)
@@ -90,22 +91,22 @@
 // that a rejoin proof can never pass for a join proof or the other way
 // round. The nonces are fresh, so a recorded proof cannot be replayed. The
 // Listener that accepted the connection checks the tag against both labels
-// and hands a rejoin to the connection's Receiver, which takes it only for
-// a path that is down on its side: its connection failed, or it answered a
-// NAK. If the path still looks up (the sender noticed the failure first)
-// the Receiver waits for it to go down, at most the handshake timeout, and
-// meanwhile sets a one-second TCP keepalive on the old connection, so that
-// an old connection whose sender has gone is found dead (by a reset, or by
-// TCP_USER_TIMEOUT) within seconds. Then it closes the old connection,
-// waits for its reader, answers step 4 with the path's region size and QPN
-// (unchanged; the sender checks both) and reads the new connection with
-// sequence numbers from 1. A valid rejoin the Receiver cannot take (it was
-// closed, or it was not accepted by this listener, or the path stayed up)
-// is answered with the refuse byte 0x3C and closed (the sender's Reset
-// fails with ErrRefused); a bad tag gets the reject byte 0x5A as in step 3,
-// and the path is untouched. A join proof whose id is that of a live
-// Receiver is closed without an answer. A newer rejoin of a path
-// supersedes one still waiting.
+// and hands a rejoin to the connection's Receiver, which takes it whatever
+// the state of the path's current connection (only the sender knows the
+// secret and the connection id, and a sender rejoins only a connection it
+// has abandoned). The Receiver fences the old connection: its reader
+// applies no frame from then on, not even one already in its read buffer,
+// and gives up a wait for Poll; then it closes the old connection, waits
+// for its reader to return, answers step 4 with the path's region size
+// and QPN (unchanged; the sender checks both) and reads the new connection
+// with sequence numbers from 1. So once the sender has the verdict,
+// nothing of the old connection can reach the region or the receive queue.
+// A valid rejoin the Receiver cannot take (it was closed, or it was not
+// accepted by this listener) is answered with the refuse byte 0x3C and
+// closed (the sender's Reset fails with ErrRefused); a bad tag gets the
+// reject byte 0x5A as in step 3, and the path is untouched. A join proof
+// whose id is that of a live Receiver is closed without an answer. A newer
+// rejoin of a path supersedes one still in progress.
 //
 // # Admission
 //
@@ -187,19 +188,31 @@
 // StatusRetryExceeded, the rest with StatusFlushed. The receiver drops the
 // path; frames it had applied stay applied.
 //
-// Reset: both kinds of failure are permanent for the connection they
-// happened on, and Conn.Reset (qp.Resetter; the driver calls it before it
-// probes a path lost to an error completion) replaces that connection by a
-// new one (see Rejoin). The WRs of the failed connection were all
-// completed when it failed, so nothing carries over: sequence numbers
-// restart at 1 on both ends, and WRs posted after Reset returns flow on the
-// new connection. Reset of a path that has not failed does nothing. Reset
-// fails, leaving the path failed, when the receiver cannot be reached or
-// does not answer within DialConfig.ResetTimeout, when its Listener has
-// been closed, when its Receiver has been closed, and when the path is
-// still up on the receiver's side after the listener's handshake timeout
-// (a partition the receiver has not noticed yet: its keepalive notices it
-// within seconds, and a later Reset succeeds).
+// Reset (qp.Resetter; the driver calls it when the engine fences a path
+// lost to a stall, and before it probes a path lost to an error
+// completion) replaces the path's connection by a new one (see Rejoin),
+// whatever its state. Of a healthy path with work outstanding it is a
+// fence: while the receiver fences the old connection, the sender sends
+// nothing more on it and completes nothing; once the verdict is in, every
+// outstanding WR completes with StatusFlushed (none of them can land any
+// more, and none completes successfully, even one acknowledged meanwhile)
+// and the old connection is closed with a reset (SO_LINGER 0), which
+// discards what it had not sent. A failed connection's WRs were all
+// completed when it failed. Either way nothing carries over: sequence
+// numbers restart at 1 on both ends, and WRs posted after Reset returns
+// flow on the new connection. Reset of a healthy path with no work
+// outstanding does nothing. Reset fails when the receiver cannot be
+// reached or does not answer within DialConfig.ResetTimeout, when its
+// Listener has been closed, and when its Receiver has been closed; then
+// nothing is fenced: a failed path stays failed, and a healthy one keeps
+// its connection, whose outstanding WRs complete as they would have.
+//
+// Caveat: the completions of a connection that failed on the sender's side
+// alone (TCP_USER_TIMEOUT, a write error) do not prove that the receiver
+// has stopped reading it: frames its kernel already acknowledged may still
+// be applied until the receiver notices the failure, as packets still in
+// the network may reach an RDMA responder after the requester's retries
+// ran out. Only Reset is a fence.
 //
 // # Concurrency and ownership
 //
@@ -207,15 +220,15 @@
 // from one driver goroutine; inside, each path has a writer goroutine
 // (which batches every WR posted since its last write into one writev) and
 // a reader goroutine (which turns ACKs into completions); Reset waits for
-// the failed connection's pair to end before it starts the new one. The
+// the old connection's pair to end before it starts the new one. The
 // Receiver has one reader goroutine per path, which applies frames and
 // writes ACKs, and one acker per path, which writes the ACKs that Poll
 // releases under back-pressure (the reader may be blocked reading).
 // Completions pass through mutex-protected rings (qp/internal/cqring);
 // Poll never blocks, and Notify returns a channel that receives a value
-// when completions may be ready (mptx.Loop's Wake). A rejoin runs on the Listener's goroutine for that connection.
-// Close stops and waits for every goroutine. Steady-state post and
-// poll allocate nothing.
+// when completions may be ready (mptx.Loop's Wake). A rejoin runs on the
+// Listener's goroutine for that connection. Close stops and waits for
+// every goroutine. Steady-state post and poll allocate nothing.
 //
 // As with RDMA, the receive region is written behind the application's
 // back: a range is stable once the WRITE WITH IMM that ends it has been

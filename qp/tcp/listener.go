@@ -266,7 +266,7 @@ func (l *Listener) handshake(nc *net.TCPConn) {
 	}
 	if b.rejoin {
 		l.mu.Unlock()
-		l.rejoin(nc, &b, deadline)
+		l.rejoin(nc, &b)
 		return
 	}
 	if l.recvs[b.id] != nil {
@@ -366,7 +366,7 @@ func (l *Listener) Accept(ctx context.Context, region []byte) (*Receiver, error)
 
 // rejoin hands an authenticated rejoin (Conn.Reset) to the Receiver of its
 // connection id, or refuses it with the refuse byte.
-func (l *Listener) rejoin(nc *net.TCPConn, b *binding, deadline time.Time) {
+func (l *Listener) rejoin(nc *net.TCPConn, b *binding) {
 	l.mu.Lock()
 	r := l.recvs[b.id]
 	l.mu.Unlock()
@@ -375,7 +375,7 @@ func (l *Listener) rejoin(nc *net.TCPConn, b *binding, deadline time.Time) {
 		l.drop(nc)
 		return
 	}
-	if !r.rejoin(l, nc, b, deadline) {
+	if !r.rejoin(l, nc, b) {
 		l.drop(nc)
 		return
 	}

@@ -35,13 +35,15 @@ const (
 // qp.Receiver and Notifier.
 //
 // Poll must be called from one goroutine at a time; Notify, ClosePath,
-// PathBytes, RemoteAddr, Paths and ID are safe for concurrent use. The zero
-// value is not usable; get one from Listener.Accept.
+// PausePath, ResumePath, PathBytes, RemoteAddr, Paths and ID are safe for
+// concurrent use. The zero value is not usable; get one from
+// Listener.Accept.
 //
-// A path that broke (its connection failed, or it NAKed a write) can be
-// brought back by the sender's Conn.Reset: the Listener that accepted the
+// The sender's Conn.Reset fences a path and brings it back (a path that
+// broke, or one the sender abandoned): the Listener that accepted the
 // Receiver authenticates the rejoin and hands the new connection to the
-// path, which drops the old one and expects sequence number 1 again.
+// path, which stops applying the old connection's frames, drops it, and
+// expects sequence number 1 again (see Rejoin in the package doc).
 //
 // # Back-pressure
 //
@@ -99,11 +101,12 @@ var (
 
 // recvPath is one path of a Receiver.
 //
-// A path is up while its reader applies frames. It goes down when its
-// reader exits (the connection failed, or the peer broke the protocol) or
-// answers a NAK (then the reader discards until the sender half-closes).
-// Only a path that is down takes a rejoin; the rejoin closes the old
-// connection, waits for the old reader to exit and starts a new one.
+// Its reader applies the frames of its current connection until the
+// connection fails, the peer breaks the protocol, or a rejoin fences it;
+// after a NAK it discards until the sender half-closes. A rejoin (the
+// sender's Conn.Reset) fences and closes the current connection, waits
+// for its reader to return and starts a new one on the rejoined
+// connection.
 type recvPath struct {
 	r   *Receiver
 	idx int
@@ -111,8 +114,6 @@ type recvPath struct {
 
 	// Guarded by r.mu.
 	conn    *net.TCPConn  // the current connection
-	up      bool          // see above
-	down    chan struct{} // closed when up turns false
 	exited  chan struct{} // closed when the current reader has returned
 	rejoin  chan struct{} // the rejoin in progress, closed when a newer one supersedes it; nil if none
 	closing bool          // the current connection is being replaced: its reader must not wait
@@ -123,6 +124,16 @@ type recvPath struct {
 	heldHead   int
 	nakPending bool
 	nakSeq     uint32
+
+	// pausedConn, if set, is a connection whose reader PausePath holds
+	// before its next frame; guarded by r.mu. paused says whether it is
+	// set, for the reader's lock-free check.
+	pausedConn *net.TCPConn
+	paused     atomic.Bool
+	// fenced is set by a rejoin before it closes the old connection: the
+	// old reader applies nothing more (not even frames already in its
+	// read buffer). The rejoin clears it before the next reader starts.
+	fenced atomic.Bool
 
 	// Owned by the reader goroutine. A rejoin resets them between one
 	// reader's exit and the next one's start.
@@ -153,7 +164,7 @@ func (p *recvPath) heldLen() int { return len(p.held) - p.heldHead }
 
 func newRecvPath(r *Receiver, idx int, conn *net.TCPConn, qpn uint32) *recvPath {
 	return &recvPath{
-		r: r, idx: idx, qpn: qpn, conn: conn, up: true, down: make(chan struct{}), exited: make(chan struct{}),
+		r: r, idx: idx, qpn: qpn, conn: conn, exited: make(chan struct{}),
 		br: bufio.NewReaderSize(conn, recvBuffer), expect: 1, kick: make(chan struct{}, 1),
 	}
 }
@@ -299,32 +310,20 @@ func (r *Receiver) Close() error {
 	return nil
 }
 
-// markDown records that p's reader exited or answered a NAK.
-func (r *Receiver) markDown(p *recvPath) {
-	r.mu.Lock()
-	if p.up {
-		p.up = false
-		close(p.down)
-	}
-	r.mu.Unlock()
-}
-
-// rejoinProbe is the keepalive a rejoin sets on a path's old connection
-// that still looks up: an idle connection whose sender has gone answers
-// its first probe with a reset, or none at all and then TCP_USER_TIMEOUT
-// (or the probe count) ends it (tcp(7)).
-var rejoinProbe = net.KeepAliveConfig{Enable: true, Idle: time.Second, Interval: time.Second, Count: 2}
-
-// rejoin takes nc, an authenticated rejoin of path b.index, for the path:
-// once the path is down (waiting for that until deadline if the old
-// connection still looks healthy, as it does when the sender noticed the
-// break first) it closes the old connection, waits for the old reader,
-// starts a reader on nc with sequence numbers from 1 and completes the
-// handshake (step 4). It reports whether it took nc (then the path owns
+// rejoin takes nc, an authenticated rejoin of path b.index, for the path,
+// whatever the state of its current connection: the sender has abandoned
+// that connection (Conn.Reset), and only the sender knows the secret and
+// the connection id. It fences the old connection (its reader applies no
+// frame from now on, not even one already in its read buffer), closes it,
+// waits for the old reader to return, starts a reader on nc with sequence
+// numbers from 1 and completes the handshake (step 4). So by the time the
+// sender reads the verdict, nothing of the old connection can reach the
+// region or the receive queue any more: this is what makes Conn.Reset a
+// fence (qp.Resetter). It reports whether it took nc (then the path owns
 // it); when it did not, it has written the refuse byte where the sender
 // should learn why, and the caller closes nc. A newer rejoin of the same
-// path supersedes one still waiting.
-func (r *Receiver) rejoin(l *Listener, nc *net.TCPConn, b *binding, deadline time.Time) bool {
+// path supersedes one still in progress.
+func (r *Receiver) rejoin(l *Listener, nc *net.TCPConn, b *binding) bool {
 	p := r.paths[b.index]
 	mine := make(chan struct{})
 	r.mu.Lock()
@@ -337,7 +336,10 @@ func (r *Receiver) rejoin(l *Listener, nc *net.TCPConn, b *binding, deadline tim
 		close(p.rejoin)
 	}
 	p.rejoin = mine
-	up, down, old := p.up, p.down, p.conn
+	old, exited := p.conn, p.exited
+	p.fenced.Store(true)
+	p.closing = true // a reader waiting for Poll (see deliver) or paused gives up
+	r.space.Broadcast()
 	r.mu.Unlock()
 	release := func() {
 		r.mu.Lock()
@@ -346,44 +348,17 @@ func (r *Receiver) rejoin(l *Listener, nc *net.TCPConn, b *binding, deadline tim
 		}
 		r.mu.Unlock()
 	}
-	if up {
-		_ = old.SetKeepAliveConfig(rejoinProbe)
-		t := time.NewTimer(time.Until(deadline))
-		select {
-		case <-down:
-			t.Stop()
-		case <-t.C:
-			release()
-			serverRefuse(nc)
-			return false
-		case <-mine:
-			t.Stop()
-			return false
-		case <-r.done:
-			t.Stop()
-			serverRefuse(nc)
-			return false
-		case <-l.done:
-			t.Stop()
-			release()
-			return false
-		}
-	}
-	r.mu.Lock()
-	if p.rejoin != mine || r.closed {
-		r.mu.Unlock()
+	// The old reader is reading (the close ends the read), discarding
+	// after a NAK (likewise), waiting in deliver or paused (the broadcast
+	// above ends the wait), writing an ACK (the close ends the write), or
+	// has exited; nothing else can block it, so this wait is short.
+	old.Close()
+	select {
+	case <-exited:
+	case <-l.done:
 		release()
 		return false
 	}
-	old, exited := p.conn, p.exited
-	p.closing = true // a reader waiting for Poll (see deliver) gives up
-	r.space.Broadcast()
-	r.mu.Unlock()
-	// The old reader has exited, or discards after a NAK until this
-	// close ends its read, or waits in deliver until the broadcast
-	// above; nothing else can block it.
-	old.Close()
-	<-exited
 	_ = nc.SetNoDelay(true)
 	if err := setUserTimeout(nc, l.cfg.RetryTimeout); err != nil {
 		release()
@@ -402,8 +377,9 @@ func (r *Receiver) rejoin(l *Listener, nc *net.TCPConn, b *binding, deadline tim
 		return false
 	}
 	p.rejoin = nil
-	p.conn, p.up, p.closing = nc, true, false
-	p.down, p.exited = make(chan struct{}), make(chan struct{})
+	p.conn, p.closing = nc, false
+	p.exited = make(chan struct{})
+	p.fenced.Store(false)
 	p.br.Reset(nc)
 	p.expect = 1
 	r.wg.Add(1)
@@ -415,6 +391,51 @@ func (r *Receiver) rejoin(l *Listener, nc *net.TCPConn, b *binding, deadline tim
 	}
 	_ = nc.SetWriteDeadline(time.Time{})
 	return true
+}
+
+// PausePath stops applying the frames of path i's current connection, as
+// a stalled link or a starved responder would: the connection stays up,
+// the sender's frames wait in the socket buffers, and the sender's work
+// requests stay outstanding (TCP flow control stalls its writer once the
+// buffers are full). ResumePath lets the frames flow again; a rejoin
+// (Conn.Reset) ends the pause by fencing the paused connection, and the
+// new connection is not paused. For tests and failure injection.
+func (r *Receiver) PausePath(i int) error {
+	if i < 0 || i >= len(r.paths) {
+		return fmt.Errorf("tcp: PausePath: path %d out of range [0, %d)", i, len(r.paths))
+	}
+	p := r.paths[i]
+	r.mu.Lock()
+	p.pausedConn = p.conn
+	p.paused.Store(true)
+	r.mu.Unlock()
+	return nil
+}
+
+// ResumePath ends a PausePath of path i (if its connection is still the
+// path's, the reader goes on with the frames waiting for it).
+func (r *Receiver) ResumePath(i int) error {
+	if i < 0 || i >= len(r.paths) {
+		return fmt.Errorf("tcp: ResumePath: path %d out of range [0, %d)", i, len(r.paths))
+	}
+	p := r.paths[i]
+	r.mu.Lock()
+	p.pausedConn = nil
+	p.paused.Store(false)
+	r.space.Broadcast()
+	r.mu.Unlock()
+	return nil
+}
+
+// waitPaused holds p's reader on conn while PausePath holds conn. It
+// reports false if the Receiver was closed or conn is being replaced.
+func (r *Receiver) waitPaused(p *recvPath, conn *net.TCPConn) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for p.pausedConn == conn && !r.closed && !p.closing {
+		r.space.Wait()
+	}
+	return !r.closed && !p.closing
 }
 
 // deliver queues the receive completion of frame seq of p, or holds it
@@ -478,7 +499,6 @@ func (p *recvPath) flushAck(conn *net.TCPConn) error {
 			return err
 		}
 		p.acked = nakSeq - 1
-		r.markDown(p)
 		return nil
 	}
 	if target == p.acked {
@@ -534,7 +554,6 @@ func (p *recvPath) readLoop(conn *net.TCPConn, exited chan struct{}) {
 	r := p.r
 	defer r.wg.Done()
 	defer close(exited)
-	defer r.markDown(p)
 	p.wmu.Lock()
 	p.acked = 0
 	p.wmu.Unlock()
@@ -559,7 +578,13 @@ func (p *recvPath) readLoop(conn *net.TCPConn, exited chan struct{}) {
 	errored := false
 	size := uint64(len(r.region))
 	for {
+		if p.paused.Load() && !r.waitPaused(p, conn) {
+			return
+		}
 		if _, err := io.ReadFull(p.br, p.hdr[:]); err != nil {
+			return
+		}
+		if p.fenced.Load() {
 			return
 		}
 		raceRecv()

@@ -9,30 +9,44 @@ import (
 	"github.com/mptx-dev/mptx/qp"
 )
 
-// Reset implements qp.Resetter: it brings path back from the error state,
-// as ibv_modify_qp(3) RESET → INIT → RTR → RTS does for an RC queue pair
-// after a transport error. A path whose connection broke, or whose WR the
-// receiver NAKed, gets a new TCP connection to the same receiver address,
-// from the same source address and interface (a new source port), that
-// rejoins the connection: the same connection id and path index,
-// authenticated with the shared secret as in Dial (see the package doc).
-// Both ends restart the path's sequence numbers at 1. The old connection is
-// closed on both ends.
+// Reset implements qp.Resetter: it fences path and brings it back ready,
+// as ibv_modify_qp(3) to the error state and RESET → INIT → RTR → RTS on
+// both ends does for an RC queue pair. It opens a new TCP connection for
+// the path to the same receiver address, from the same source address and
+// interface (a new source port), that rejoins the connection: the same
+// connection id and path index, authenticated with the shared secret as
+// in Dial (see Rejoin in the package doc). The receiver takes the rejoin
+// whatever the state of the path's old connection: it stops applying the
+// old connection's frames (those still in flight or in its socket buffers
+// are dropped), closes it and waits for its reader to return before it
+// answers. Both ends restart the path's sequence numbers at 1, and the
+// sender closes the old connection with a reset (SO_LINGER 0, socket(7)),
+// which discards what it had not sent yet.
 //
-// Work requests outstanding when the path failed were already completed
-// with an error status, so nothing carries over; completions not yet polled
-// are still delivered (and keep their send queue slots until then).
-// PathBytes keeps counting. Paths() is unchanged: SrcPort stays the first
-// connection's port; LocalAddr reports the current one.
+// Work requests outstanding when Reset is called therefore never land
+// once Reset has returned nil. While Reset runs none of them completes;
+// when it returns nil they have all completed with StatusFlushed (none
+// successfully, even one whose acknowledgement arrived meanwhile).
+// Completions not yet polled are still delivered (and keep their send
+// queue slots until then). PathBytes keeps counting. Paths() is
+// unchanged: SrcPort stays the first connection's port; LocalAddr reports
+// the current one.
 //
-// Reset of a path that is not in the error state is a no-op. Reset blocks
-// for one handshake, at most DialConfig.ResetTimeout; when the receiver
-// cannot be reached, refuses (ErrRefused: it has closed the Receiver, or
-// the path is still healthy on its side) or does not know the secret
-// (ErrAuth), Reset returns the error and the path stays in the error state,
-// so the driver may try again later. Like PostSend, Reset is called from
-// the driver's goroutine; it returns qp.ErrClosed after Close, and a Close
-// from another goroutine abandons a Reset in progress (it returns
+// A path that failed (its connection broke, or its WR was NAKed) had its
+// work requests completed with an error status when it failed; Reset
+// brings it back the same way. Reset of a healthy path with no work
+// outstanding does nothing: nothing of it can land any more.
+//
+// Reset blocks for one handshake, at most DialConfig.ResetTimeout. When
+// the receiver cannot be reached, refuses (ErrRefused: it has closed the
+// Receiver) or does not know the secret (ErrAuth), Reset returns the
+// error and nothing is fenced: a failed path stays failed, and a healthy
+// one keeps its connection, its outstanding work requests completing as
+// they would have (successfully once acknowledged, or with an error if
+// the connection fails), so that the driver may wait for them or try
+// again later. Like PostSend, Reset is called from the driver's
+// goroutine; it returns qp.ErrClosed after Close, and a Close from
+// another goroutine abandons a Reset in progress (it returns
 // qp.ErrClosed).
 func (c *Conn) Reset(path int) error {
 	return c.ResetContext(context.Background(), path)
@@ -50,7 +64,7 @@ func (c *Conn) ResetContext(ctx context.Context, path int) error {
 		c.mu.Unlock()
 		return qp.ErrClosed
 	}
-	if p.state == stateReady {
+	if p.state == stateReady && p.n == 0 {
 		c.mu.Unlock()
 		return nil
 	}
@@ -60,14 +74,21 @@ func (c *Conn) ResetContext(ctx context.Context, path int) error {
 	}
 	p.resetting = true
 	old := p.conn
+	fence := p.state == stateReady
+	if fence {
+		p.fencing = true
+		p.fenceAck, p.fenceNak, p.fenceFail = 0, 0, qp.StatusRetryExceeded
+	}
 	c.mu.Unlock()
 
-	// The old connection's writer has returned or is returning (the
-	// failure rang its doorbell); its reader may still wait for the
-	// receiver's FIN. Closing ends both.
-	c.harvest(p, old)
-	old.Close()
-	p.wg.Wait()
+	if !fence {
+		// The old connection's writer has returned or is returning
+		// (the failure rang its doorbell); its reader may still wait
+		// for the receiver's FIN. Closing ends both.
+		c.harvest(p, old)
+		old.Close()
+		p.wg.Wait()
+	}
 
 	ctx, cancel := context.WithTimeout(ctx, c.resetTimeout)
 	defer cancel()
@@ -80,6 +101,9 @@ func (c *Conn) ResetContext(ctx context.Context, path int) error {
 	}()
 	tc, err := c.rejoin(ctx, path)
 
+	if fence {
+		c.endFence(p, old, err == nil)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p.resetting = false
@@ -101,6 +125,50 @@ func (c *Conn) ResetContext(ctx context.Context, path int) error {
 	p.br.Reset(tc)
 	c.start(p, tc)
 	return nil
+}
+
+// endFence ends the fence of p's connection old. If the receiver fenced it
+// (fenced), every outstanding WR completes with StatusFlushed and old is
+// closed with a reset; Reset then installs the new connection. If not, p
+// goes on as if no Reset had been asked for: the acknowledgement, NAK or
+// failure that arrived meanwhile takes effect now, and a healthy
+// connection's writer resumes.
+func (c *Conn) endFence(p *sendPath, old *net.TCPConn, fenced bool) {
+	c.mu.Lock()
+	p.fencing = false
+	if fenced {
+		p.state, p.retryIssued = stateBroken, true // the old writer and reader stop
+		c.flush(p, qp.StatusFlushed)
+		c.mu.Unlock()
+		c.wake()
+		c.harvest(p, old)
+		_ = old.SetLinger(0)
+		old.Close()
+		select {
+		case p.doorbell <- struct{}{}:
+		default:
+		}
+		p.wg.Wait()
+		return
+	}
+	if p.state == stateReady {
+		if p.fenceAck != 0 {
+			c.ackLocked(p, p.fenceAck)
+		}
+		if p.fenceNak != 0 {
+			c.nakLocked(p, p.fenceNak)
+		}
+	} else if p.n > 0 {
+		// The connection failed meanwhile.
+		p.retryIssued = true
+		c.flush(p, p.fenceFail)
+	}
+	c.mu.Unlock()
+	select {
+	case p.doorbell <- struct{}{}:
+	default:
+	}
+	c.wake()
 }
 
 // rejoin dials path again and runs the rejoin handshake (the package doc's

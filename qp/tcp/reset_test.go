@@ -254,8 +254,8 @@ const rejoinLabel = "mptx-tcp/2 rejoin client"
 
 // TestRejoinRefused: rejoins that must not take a path. The listener
 // answers a bad tag (wrong secret, or a proof replayed under another nonce)
-// with the reject byte; a valid rejoin for a path that stays healthy, for
-// an unknown connection or with the wrong path count with the refuse byte;
+// with the reject byte; a valid rejoin for an unknown connection or with
+// the wrong path count with the refuse byte;
 // a join proof reusing a live connection's id with nothing. None of them
 // disturbs the connection. A Reset after the Receiver closed is refused.
 func TestRejoinRefused(t *testing.T) {
@@ -302,16 +302,16 @@ func TestRejoinRefused(t *testing.T) {
 		t.Fatalf("write after Reset completed %v; want ok", st)
 	}
 
-	// Valid proofs the receiver cannot take: path 1 is healthy (refused
-	// once the handshake timeout has passed without it going down), an
-	// unknown connection id, a wrong path count.
+	// Valid proofs the receiver cannot take: an unknown connection id, a
+	// wrong path count. (A valid rejoin of a healthy path takes it:
+	// TestRejoinByHand.)
 	var unknown tcp.ConnID
 	unknown[0] = 1
 	for _, c := range []struct {
 		name         string
 		id           tcp.ConnID
 		index, count uint16
-	}{{"healthy path", id, 1, 2}, {"unknown connection", unknown, 0, 2}, {"wrong path count", id, 0, 3}} {
+	}{{"unknown connection", unknown, 0, 2}, {"wrong path count", id, 0, 3}} {
 		nc, _, _ := proofByHand(t, addr, authKey(secret), rejoinLabel, c.id, c.index, c.count)
 		if got := verdict(t, nc); !bytes.Equal(got, []byte{0x3c}) {
 			t.Errorf("%s: valid rejoin answered %x; want only the refuse byte 3c", c.name, got)
@@ -350,12 +350,13 @@ func TestRejoinRefused(t *testing.T) {
 }
 
 // TestRejoinByHand speaks the rejoin by hand, following the package doc:
-// the rejoin of path 1 arrives while the path is still up, is taken once
-// the path goes down, and the listener's answer carries the region size,
-// the path's QPN and a tag under the rejoin server label. A frame with
-// sequence number 1 is then applied and acknowledged. The sender's own
-// Reset of path 1 is refused while the hand-made connection holds the path,
-// and succeeds once it is gone.
+// the rejoin of path 1 arrives while the path is healthy and takes it at
+// once, fencing the sender's connection (the sender's next write on the
+// path fails); the listener's answer carries the region size, the path's
+// QPN and a tag under the rejoin server label. A frame with sequence
+// number 1 is then applied and acknowledged. The sender's own Reset of
+// path 1 then takes the path back from the hand-made connection, which the
+// receiver closes, and the sender's writes land again.
 func TestRejoinByHand(t *testing.T) {
 	leak.Check(t)
 	const region = units.MiB
@@ -364,11 +365,6 @@ func TestRejoinByHand(t *testing.T) {
 	w := newWaiter(t, p)
 	id := p.conn.ID()
 	nc, nonceS, nonceC := proofByHand(t, p.ln.Addr().String(), authKey(secret), rejoinLabel, id, 1, 2)
-	// Give the listener time to start waiting for path 1 to go down
-	// (whether it does, or finds the path already down, the outcome is the
-	// same).
-	time.Sleep(20 * time.Millisecond)
-	w.breakPath(1, 1)
 
 	ans := make([]byte, 45)
 	if _, err := io.ReadFull(nc, ans); err != nil {
@@ -390,6 +386,13 @@ func TestRejoinByHand(t *testing.T) {
 	m.Write(ans[1:13])
 	if !hmac.Equal(ans[13:], m.Sum(nil)) {
 		t.Error("the rejoin verdict's tag is not HMAC(secret, rejoin server label ‖ nonceC ‖ nonceS ‖ id ‖ index ‖ count ‖ region ‖ QPN)")
+	}
+	// The sender's connection of path 1 was fenced and closed: its next
+	// write fails (the connection may be found broken by the write or
+	// before it).
+	w.post(1, qp.SendWR{ID: 1, Op: qp.OpWrite, Len: 1})
+	if st := w.status(1); st == qp.StatusOK {
+		t.Fatalf("write on the sender's fenced connection completed ok; want an error")
 	}
 	// WRITE WITH IMM, seq 1, 5 bytes at offset 777, imm 0xfeed.
 	frame := []byte{2, 0, 0, 0, 0, 0, 0, 1}
@@ -415,16 +418,17 @@ func TestRejoinByHand(t *testing.T) {
 		t.Errorf("region[777:782] = %q; want %q", got, "hello")
 	}
 
-	// The hand-made connection now holds path 1: the sender's Reset waits
-	// the handshake timeout for it to go down and is refused...
-	if err := p.conn.Reset(1); !errors.Is(err, tcp.ErrRefused) {
-		t.Fatalf("Reset(1) while another connection holds the path: %v; want ErrRefused", err)
-	}
-	// ...and succeeds once it has gone.
-	nc.Close()
+	// The sender's Reset takes the path back: the hand-made connection is
+	// closed by the receiver...
 	if err := p.conn.Reset(1); err != nil {
-		t.Fatalf("Reset(1) once the path is free: %v", err)
+		t.Fatalf("Reset(1) while the hand-made connection holds the path: %v", err)
 	}
+	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := nc.Read(make([]byte, 1)); err == nil {
+		t.Errorf("the hand-made connection still delivers (%d bytes) after the sender's Reset took the path; want it closed", n)
+	}
+	nc.Close()
+	// ...and the sender's writes land again.
 	w.post(1, qp.SendWR{ID: 2, Op: qp.OpWriteImm, Local: 0, Remote: 0, Len: 4096, Imm: 2})
 	if st := w.status(2); st != qp.StatusOK {
 		t.Fatalf("write after Reset(1) completed %v; want ok", st)

@@ -100,6 +100,12 @@ func factory(t testing.TB, paths int, region units.Bytes) *qptest.Env {
 		Conn: p.conn, Recv: p.recv, SendRegion: p.send,
 		Progress: func() { p.progress(timer) },
 		Fail:     p.recv.ClosePath,
+		Stall: func(i int) func() {
+			if err := p.recv.PausePath(i); err != nil {
+				t.Fatal(err)
+			}
+			return func() { _ = p.recv.ResumePath(i) }
+		},
 	}
 }
 

@@ -24,7 +24,7 @@ import (
 // netns is a network namespace with veth pairs to the test's namespace,
 // built with ip(8) and removed by the test's cleanup.
 type netns struct {
-	t    *testing.T
+	t    testing.TB
 	name string
 	// links[i] is the i-th pair's end in our namespace; its peer is in
 	// the namespace. Pair i uses 198.18.(10+i).0/24 (RFC 2544's benchmark
@@ -42,7 +42,7 @@ func (n *netns) ip(args ...string) {
 
 // newNetns creates the namespace and pairs veth pairs, or skips the test
 // where that is impossible (not root, no ip(8), no namespaces).
-func newNetns(t *testing.T, pairs int) *netns {
+func newNetns(t testing.TB, pairs int) *netns {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for network namespaces")

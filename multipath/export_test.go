@@ -1,0 +1,74 @@
+package multipath
+
+import (
+	"fmt"
+
+	"github.com/mptx-dev/mptx/vtime"
+)
+
+// CheckCaches recomputes from scratch everything the engine caches between
+// inputs (sets.go; the CC's rate and window, the effective rate, window and
+// segment size) and returns an error naming the first mismatch. now must
+// be the instant of the last Actions call, made until it stopped filling
+// its buffer: that is when the recheck set must name every path that could
+// still post.
+func (e *Engine) CheckCaches(now vtime.Time) error {
+	var slow vtime.Time
+	for i := range e.paths {
+		p := &e.paths[i]
+		b := bitOf(i)
+		if got, want := e.up&b != 0, p.state == PathUp; got != want {
+			return fmt.Errorf("path %d: in up set = %v, state %v", i, got, p.state)
+		}
+		if got, want := e.busy&b != 0, p.hasActive; got != want {
+			return fmt.Errorf("path %d: in busy set = %v, hasActive %v", i, got, want)
+		}
+		if got, want := e.fenceSet&b != 0, p.fence; got != want {
+			return fmt.Errorf("path %d: in fence set = %v, fence %v", i, got, want)
+		}
+		if e.freeDirty&b == 0 && (e.freeSet&b != 0) != e.free(p) {
+			return fmt.Errorf("path %d: in free set = %v, free %v", i, e.freeSet&b != 0, e.free(p))
+		}
+		if r, w := p.alg.Rate(), p.alg.Window(); r != p.ccRate || w != p.ccWin {
+			return fmt.Errorf("path %d: cached CC rate %v window %v, CC says %v and %v", i, p.ccRate, p.ccWin, r, w)
+		}
+		if got, want := p.eff, e.computeEffRate(p); got != want {
+			return fmt.Errorf("path %d: cached effective rate %v, recomputed %v", i, got, want)
+		}
+		if got, want := p.win, e.computeWindow(p); got != want {
+			return fmt.Errorf("path %d: cached window %v, recomputed %v", i, got, want)
+		}
+		if got, want := p.seg, e.computeSegFor(p); got != want {
+			return fmt.Errorf("path %d: cached segment %v, recomputed %v", i, got, want)
+		}
+		d := e.pathDeadline(i)
+		if e.dirty&b == 0 && e.pathDeadlineCached(i) != d {
+			return fmt.Errorf("path %d: cached deadline %v, recomputed %v (not marked dirty)", i, e.pathDeadlineCached(i), d)
+		}
+		slow = vtime.Earliest(slow, d)
+		if p.state != PathUp || !p.hasActive {
+			continue
+		}
+		if p.blockedUntil != 0 && e.paced&b == 0 {
+			return fmt.Errorf("path %d: pacing block until %v but not in the paced set", i, p.blockedUntil)
+		}
+		if e.recheck&b != 0 || p.blockedUntil > now {
+			continue
+		}
+		// Not to be visited: it must be unable to post for a reason other
+		// than pacing.
+		t := &e.transfers[p.activeSlot]
+		ch := &t.chunks[p.activeChunk]
+		clen := chunkLen(&t.plan, int(p.activeChunk))
+		first := min(p.seg, clen-ch.posted)
+		if (p.inflight == 0 || p.inflight < p.win+2*p.seg) && p.wrOut < e.cfg.MaxWRPerPath &&
+			!(p.inflight > 0 && p.inflight+first > p.win+2*p.seg) && e.freeWork >= 0 && ch.posted < clen {
+			return fmt.Errorf("path %d: could post %v (in flight %v, window %v, segment %v, %d work requests) but is not in the recheck set",
+				i, first, p.inflight, p.win, p.seg, p.wrOut)
+		}
+	}
+	if got := e.Deadline(); got != slow {
+		return fmt.Errorf("Deadline() = %v, recomputed %v", got, slow)
+	}
+	return nil
+}
