@@ -81,6 +81,7 @@ func Run(t *testing.T, f Factory) {
 	t.Run("ReadLands", func(t *testing.T) { testReadLands(t, f) })
 	t.Run("ReadOutsideRange", func(t *testing.T) { testReadOutside(t, f) })
 	t.Run("AccessRights", func(t *testing.T) { testRights(t, f) })
+	t.Run("ReceiveRegionNotReadable", func(t *testing.T) { testReadRecvRegion(t, f) })
 	t.Run("KeyedWrite", func(t *testing.T) { testKeyedWrite(t, f) })
 	t.Run("Revoke", func(t *testing.T) { testRevoke(t, f) })
 	t.Run("ReadWriteInOrder", func(t *testing.T) { testReadOrder(t, f) })
