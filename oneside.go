@@ -31,9 +31,12 @@ import (
 // larger exposure).
 //
 // Local memory inside a Buffer of the session's pool (Session.Alloc) is
-// read into and written from where it lies; any other memory goes through
-// the session's staging buffer (Config.SendBuffer) in pieces, one copy
-// each way, as Send does.
+// read into and written from where it lies. Any other memory is
+// registered with the transport for the time of the transfer where that
+// costs nothing (qp.SendRegions: TCP), and read into or written from
+// where it lies too; elsewhere (verbs) it goes through the session's
+// staging buffer (Config.SendBuffer) in pieces, one copy each way, as
+// Send does.
 type Pair struct {
 	Local  []byte
 	Remote Descriptor
@@ -66,6 +69,7 @@ type Op struct {
 	mu       sync.Mutex
 	paths    []units.Bytes
 	requeues int
+	staged   units.Bytes
 	started  time.Time
 	took     time.Duration
 	err      error
@@ -80,6 +84,7 @@ type OpStats struct {
 	Transfers int           // engine transfers they became (pieces of staged pairs, adjacent pairs merged)
 	PathBytes []units.Bytes // bytes each path moved (retries included)
 	Requeues  int           // chunk attempts moved off a failed or stalled path
+	Staged    units.Bytes   // bytes copied through the staging buffer (the rest moved where they lie)
 	Started   time.Time
 	Duration  time.Duration // the call to the end of the last transfer
 }
@@ -122,7 +127,7 @@ func (o *Op) Stats() OpStats {
 		pairs = max(pairs, p.pair+p.pairs)
 	}
 	return OpStats{Bytes: o.Size, Done: units.Bytes(o.acked.Load()), Pairs: pairs, Transfers: len(o.pieces),
-		PathBytes: append([]units.Bytes(nil), o.paths...), Requeues: o.requeues, Started: o.started, Duration: o.took}
+		PathBytes: append([]units.Bytes(nil), o.paths...), Requeues: o.requeues, Staged: o.staged, Started: o.started, Duration: o.took}
 }
 
 // piece is one engine transfer of an Op: one or more adjacent pairs read
@@ -138,7 +143,8 @@ type piece struct {
 	key    uint32
 	keys   []uint32 // per path (Descriptor.PathKeys), nil: key on every path
 	size   units.Bytes
-	user   []byte  // staged: the caller's bytes
+	user   []byte  // not in the pool: the caller's bytes, registered (region) or staged
+	region uint32  // the send region user is registered as (qp.SendRegions), 0: staged
 	buf    *Buffer // in place: the pinned pool Buffer
 	err    error
 }
@@ -276,6 +282,7 @@ func (s *Session) oneSided(ctx context.Context, pairs []Pair, write bool) (*Op, 
 func (o *Op) run() {
 	ss := o.ss
 	sem := ss.os.semaphore()
+	sr := ss.snd.sr // registers the caller's memory where that costs nothing
 	next, inflight := 0, 0
 	var failed error
 	fail := func(err error) {
@@ -302,7 +309,12 @@ func (o *Op) run() {
 		select {
 		case feed <- struct{}{}:
 			p := o.pieces[next]
-			if p.user != nil {
+			if p.user != nil && sr != nil {
+				if id, err := sr.AddSendRegion(p.user); err == nil {
+					p.region, p.local = id, 0
+				}
+			}
+			if p.user != nil && p.region == 0 {
 				off, ok := ss.tryReserve(p.size)
 				if !ok && inflight > 0 {
 					<-sem
@@ -321,6 +333,9 @@ func (o *Op) run() {
 				if o.write {
 					copy(ss.send[off:off+p.size], p.user)
 				}
+				o.mu.Lock()
+				o.staged += p.size
+				o.mu.Unlock()
 			}
 			next++
 			inflight++
@@ -332,7 +347,7 @@ func (o *Op) run() {
 		case p := <-o.results:
 			inflight--
 			starved = false
-			if p.err == nil && p.user != nil && !o.write {
+			if p.err == nil && p.user != nil && p.region == 0 && !o.write {
 				copy(p.user, ss.send[p.local:p.local+p.size])
 			}
 			o.release(p, sem)
@@ -374,9 +389,14 @@ func (ss *sendSide) tryReserve(size units.Bytes) (units.Bytes, bool) {
 	return ss.stage.alloc(size)
 }
 
-// release gives a reported piece's staging range, pin and slot back.
+// release gives a reported piece's registration or staging range, pin
+// and slot back.
 func (o *Op) release(p *piece, sem chan struct{}) {
-	if p.user != nil {
+	switch {
+	case p.region != 0:
+		_ = o.ss.snd.sr.RemoveSendRegion(p.region) // nothing of it is outstanding: the piece was reported
+		p.region = 0
+	case p.user != nil:
 		o.ss.release(p.local, p.size)
 	}
 	p.buf.unpin()
@@ -433,7 +453,7 @@ func (ss *sendSide) osStart(p *piece) (full bool) {
 	}
 	p.id = multipath.TransferID(ss.nextID.Add(1))
 	spec := multipath.TransferSpec{ID: p.id, Size: p.size, Local: p.local, Remote: units.Bytes(p.remote)}
-	if _, _, err := ss.snd.SubmitOneSided(ss.clock.Now(), spec, op, p.key, p.keys); err != nil {
+	if _, _, err := ss.snd.SubmitOneSided(ss.clock.Now(), spec, OneSided{Op: op, RKey: p.key, PathKeys: p.keys, Region: p.region}); err != nil {
 		if errors.Is(err, multipath.ErrTooManyTransfers) {
 			return true
 		}

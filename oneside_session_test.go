@@ -69,6 +69,14 @@ func (c rtConn) Reset(p int) error {
 	return c.r.n.Conn().Reset(p)
 }
 
+// rtRegions is an rtConn that also registers send regions
+// (qp.SendRegions), as qp/tcp does: one-sided operations then read into
+// and write from the caller's memory where it lies.
+type rtRegions struct{ rtConn }
+
+func (c rtRegions) AddSendRegion(b []byte) (uint32, error) { return c.r.n.Conn().AddSendRegion(b) }
+func (c rtRegions) RemoveSendRegion(id uint32) error       { return c.r.n.Conn().RemoveSendRegion(id) }
+
 // rtRecv is the acceptor's qp.Receiver and qp.Exposer over rtNet (the
 // in-memory exposures have their own lock).
 type rtRecv struct{ r *rtNet }
@@ -91,8 +99,10 @@ func (v rtRecv) Expose(b []byte, a qp.Access) (qp.Exposure, error) {
 func (v rtRecv) RevokeKey(key uint32) error { return v.r.n.Receiver().RevokeKey(key) }
 
 // memSessions returns a dialing and an accepting session over paths; both
-// are closed at the test's end.
-func memSessions(t *testing.T, paths []mem.PathConfig, cfg Config) (*Session, *Session, *rtNet) {
+// are closed at the test's end. With regions the dialer's connection
+// registers send regions (qp.SendRegions); without, one-sided operations
+// stage memory outside the pool.
+func memSessions(t *testing.T, paths []mem.PathConfig, cfg Config, regions ...bool) (*Session, *Session, *rtNet) {
 	t.Helper()
 	cfg.Secret = []byte("0123456789abcdef-one-sided-test")
 	if cfg.SendBuffer == 0 {
@@ -141,7 +151,11 @@ func memSessions(t *testing.T, paths []mem.PathConfig, cfg Config) (*Session, *S
 	}
 	rt := &rtNet{n: n, start: time.Now()}
 	dialer := &Session{cfg: cfg, ctrl: &ctrlConn{s: cbs, timeout: cfg.timeout()}, tr: "mem", done: make(chan struct{}), peers: "acceptor"}
-	ss, err := newSendSide(dialer, rtConn{rt}, send, &cfg)
+	var conn qp.Conn = rtConn{rt}
+	if len(regions) > 0 && regions[0] {
+		conn = rtRegions{rtConn{rt}}
+	}
+	ss, err := newSendSide(dialer, conn, send, &cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +197,13 @@ func fillSeed(b []byte, seed byte) {
 // place and a whole range into plain memory (staged), and writes into the
 // writable range. Every byte checks.
 func TestSessionReadWrite(t *testing.T) {
-	dialer, acceptor, _ := memSessions(t, fourPaths(), Config{Pool: 64 * units.MiB})
+	for _, regions := range []bool{false, true} {
+		t.Run(map[bool]string{false: "staged", true: "registered"}[regions], func(t *testing.T) { testSessionReadWrite(t, regions) })
+	}
+}
+
+func testSessionReadWrite(t *testing.T, regions bool) {
+	dialer, acceptor, _ := memSessions(t, fourPaths(), Config{Pool: 64 * units.MiB}, regions)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	mem := make([]byte, 24*units.MiB)
@@ -253,10 +273,18 @@ func TestSessionReadWrite(t *testing.T) {
 		t.Errorf("Stats = %+v; want %d pairs in %d transfers (the 4 adjacent ones merged), all %v done", st, len(src), len(src)-3, units.Bytes(len(src))*blk)
 	}
 
-	// The whole readable range into plain memory: staged, in pieces.
+	// The whole readable range into plain memory: staged, in pieces, or
+	// registered and read in place.
 	plain := make([]byte, 16*units.MiB)
-	if err := dialer.Read(ctx, []Pair{{Local: plain, Remote: rd}}); err != nil {
+	op, err = dialer.ReadAsync(ctx, []Pair{{Local: plain, Remote: rd}})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if err := op.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, want := op.Stats().Staged, map[bool]units.Bytes{false: 16 * units.MiB, true: 0}[regions]; st != want {
+		t.Errorf("%v staged; want %v (registered: %v)", st, want, regions)
 	}
 	if !bytes.Equal(plain, mem[:16*units.MiB]) {
 		t.Errorf("the staged 16 MiB read differs in %d bytes", countDiff(plain, mem[:16*units.MiB]))

@@ -66,7 +66,7 @@ func newPullRig(t *testing.T, paths []mem.PathConfig, local units.Bytes, remote 
 func (r *pullRig) submit(id multipath.TransferID, op qp.Opcode, local, remote, size units.Bytes) {
 	r.t.Helper()
 	spec := multipath.TransferSpec{ID: id, Size: size, Local: local, Remote: units.Bytes(r.exp.Addr) + remote}
-	if _, _, err := r.snd.SubmitOneSided(r.net.Now(), spec, op, r.exp.Key, nil); err != nil {
+	if _, _, err := r.snd.SubmitOneSided(r.net.Now(), spec, mptx.OneSided{Op: op, RKey: r.exp.Key}); err != nil {
 		r.t.Fatal(err)
 	}
 }
@@ -297,10 +297,10 @@ func TestPullOutsideRange(t *testing.T) {
 func TestSubmitOneSidedChecks(t *testing.T) {
 	r := newPullRig(t, []mem.PathConfig{{Rate: 10 * units.Gbps}}, units.MiB, make([]byte, units.MiB), qp.AccessRead, mptx.SenderConfig{}, nil)
 	spec := multipath.TransferSpec{ID: 1, Size: 4096}
-	if _, _, err := r.snd.SubmitOneSided(r.net.Now(), spec, qp.OpRead, 0, nil); err == nil {
+	if _, _, err := r.snd.SubmitOneSided(r.net.Now(), spec, mptx.OneSided{Op: qp.OpRead}); err == nil {
 		t.Errorf("SubmitOneSided(READ, rkey 0) = nil; want an error")
 	}
-	if _, _, err := r.snd.SubmitOneSided(r.net.Now(), spec, qp.OpWriteImm, r.exp.Key, nil); err == nil {
+	if _, _, err := r.snd.SubmitOneSided(r.net.Now(), spec, mptx.OneSided{Op: qp.OpWriteImm, RKey: r.exp.Key}); err == nil {
 		t.Errorf("SubmitOneSided(WRITE_WITH_IMM) = nil; want an error")
 	}
 }

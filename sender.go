@@ -91,15 +91,24 @@ type Sender struct {
 	// (SubmitOneSided) until they are reported; osWork remembers, by work
 	// slot, which of them each posted work request belongs to, for a
 	// remote access error.
-	oneSided map[multipath.TransferID]oneSidedOp
+	oneSided map[multipath.TransferID]OneSided
 	osWork   []osWork
 }
 
-// oneSidedOp is how a one-sided transfer's segments are posted.
-type oneSidedOp struct {
-	op       qp.Opcode
-	rkey     uint32
-	pathKeys []uint32 // per path, where the paths do not share rkey
+// OneSided says how SubmitOneSided posts a transfer's work requests.
+type OneSided struct {
+	// Op is qp.OpRead (pull the peer's range into local memory) or
+	// qp.OpWrite (push local memory into the peer's range).
+	Op qp.Opcode
+	// RKey is the key of the peer's exposure (qp.Exposure.Key); PathKeys,
+	// when not nil, its key on each path (qp.Exposure.PathKeys: verbs
+	// registers an exposure per NIC). The Sender keeps PathKeys until the
+	// transfer is reported: the caller must not modify it.
+	RKey     uint32
+	PathKeys []uint32
+	// Region is the local send region TransferSpec.Local indexes
+	// (qp.SendRegions; 0: the connection's own). A READ lands in it.
+	Region uint32
 }
 
 type osWork struct {
@@ -160,7 +169,7 @@ func NewSender(conn qp.Conn, cfg SenderConfig) (*Sender, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sender{conn: conn, eng: eng, cfg: cfg, rl: rl, oneSided: map[multipath.TransferID]oneSidedOp{}}
+	s := &Sender{conn: conn, eng: eng, cfg: cfg, rl: rl, oneSided: map[multipath.TransferID]OneSided{}}
 	s.intr, _ = conn.(qp.INTReader)
 	s.rs, _ = conn.(qp.Resetter)
 	s.sr, _ = conn.(qp.SendRegions)
@@ -241,33 +250,30 @@ func (s *Sender) SubmitRegion(now vtime.Time, spec multipath.TransferSpec, regio
 // it, as for pushes (no response of an abandoned READ lands after that).
 // Probes stay zero-length WRITE WITH IMM on the receive region.
 //
-// rkey is the key of the peer's exposure (qp.Exposure.Key); pathKeys,
-// when not nil, the key on each path (qp.Exposure.PathKeys: verbs
-// registers an exposure per NIC), which the Sender keeps until the
-// transfer is reported: the caller must not modify it.
-//
 // A completion with a remote access error cancels the transfer (with
 // ErrRemoteAccess): the request, not the path, is at fault, and would
 // fail on every path.
-func (s *Sender) SubmitOneSided(now vtime.Time, spec multipath.TransferSpec, op qp.Opcode, rkey uint32, pathKeys []uint32) (int, chunk.Plan, error) {
+func (s *Sender) SubmitOneSided(now vtime.Time, spec multipath.TransferSpec, o OneSided) (int, chunk.Plan, error) {
 	if s.err != nil {
 		return 0, chunk.Plan{}, s.err
 	}
 	switch {
-	case op != qp.OpRead && op != qp.OpWrite:
-		return 0, chunk.Plan{}, fmt.Errorf("mptx: SubmitOneSided: op %v (valid: RDMA_READ, WRITE)", op)
-	case !s.conn.Caps().Read && (op == qp.OpRead || rkey != 0):
+	case o.Op != qp.OpRead && o.Op != qp.OpWrite:
+		return 0, chunk.Plan{}, fmt.Errorf("mptx: SubmitOneSided: op %v (valid: RDMA_READ, WRITE)", o.Op)
+	case !s.conn.Caps().Read && (o.Op == qp.OpRead || o.RKey != 0):
 		return 0, chunk.Plan{}, fmt.Errorf("mptx: SubmitOneSided: the backend has no one-sided access (qp.Caps.Read)")
-	case op == qp.OpRead && rkey == 0:
+	case o.Op == qp.OpRead && o.RKey == 0:
 		return 0, chunk.Plan{}, fmt.Errorf("mptx: SubmitOneSided: READ with rkey 0 (valid: a key the peer exposed; the receive region is not readable)")
-	case pathKeys != nil && len(pathKeys) != len(s.conn.Paths()):
-		return 0, chunk.Plan{}, fmt.Errorf("mptx: SubmitOneSided: %d path keys for a connection of %d paths (valid: nil, or one per path)", len(pathKeys), len(s.conn.Paths()))
+	case o.PathKeys != nil && len(o.PathKeys) != len(s.conn.Paths()):
+		return 0, chunk.Plan{}, fmt.Errorf("mptx: SubmitOneSided: %d path keys for a connection of %d paths (valid: nil, or one per path)", len(o.PathKeys), len(s.conn.Paths()))
+	case o.Region != 0 && s.sr == nil:
+		return 0, chunk.Plan{}, fmt.Errorf("mptx: SubmitOneSided: send region %#x, but the connection has no send regions besides its own (qp.SendRegions; valid: 0)", o.Region)
 	}
 	tag, plan, err := s.eng.Submit(now, spec)
 	if err != nil {
 		return 0, chunk.Plan{}, err
 	}
-	s.oneSided[spec.ID] = oneSidedOp{op: op, rkey: rkey, pathKeys: pathKeys}
+	s.oneSided[spec.ID] = o
 	return tag, plan, nil
 }
 
@@ -417,9 +423,9 @@ func (s *Sender) execute(now vtime.Time, acts []multipath.Action) {
 			}
 			if a.Kind == multipath.ActPost && len(s.oneSided) > 0 {
 				if o, ok := s.oneSided[a.Transfer]; ok {
-					wr.Op, wr.Imm, wr.RKey = o.op, 0, o.rkey
-					if a.Path < len(o.pathKeys) {
-						wr.RKey = o.pathKeys[a.Path]
+					wr.Op, wr.Imm, wr.RKey, wr.Region = o.Op, 0, o.RKey, o.Region
+					if a.Path < len(o.PathKeys) {
+						wr.RKey = o.PathKeys[a.Path]
 					}
 					s.noteWork(a.WorkID, a.Transfer)
 				}

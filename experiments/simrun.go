@@ -344,7 +344,7 @@ func (r *simRun) start(i int) {
 	var err error
 	if f.Pull {
 		spec.Remote = units.Bytes(c.exp.Addr)
-		_, _, err = c.snd.SubmitOneSided(now, spec, qp.OpRead, c.exp.Key, c.exp.PathKeys)
+		_, _, err = c.snd.SubmitOneSided(now, spec, mptx.OneSided{Op: qp.OpRead, RKey: c.exp.Key, PathKeys: c.exp.PathKeys})
 	} else {
 		slot, plan, err = c.snd.Submit(now, spec)
 	}

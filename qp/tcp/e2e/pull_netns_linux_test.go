@@ -105,7 +105,7 @@ func TestPullRateShapedPaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := clock.Now()
-	if _, _, err := snd.SubmitOneSided(start, multipath.TransferSpec{ID: 1, Size: size, Remote: units.Bytes(e.Addr)}, qp.OpRead, e.Key, e.PathKeys); err != nil {
+	if _, _, err := snd.SubmitOneSided(start, multipath.TransferSpec{ID: 1, Size: size, Remote: units.Bytes(e.Addr)}, mptx.OneSided{Op: qp.OpRead, RKey: e.Key, PathKeys: e.PathKeys}); err != nil {
 		t.Fatal(err)
 	}
 	lctx, lcancel := context.WithTimeout(context.Background(), 2*time.Minute)
