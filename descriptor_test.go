@@ -61,9 +61,9 @@ func TestDescriptorRejects(t *testing.T) {
 		"truncated len": good[:len(good)-1],
 		"overlong addr": append(append(append([]byte(nil), good[:7]...), 0x80|0x00, 0x20, 0x00), good[9:]...),
 		"zero len":      append(append([]byte(nil), good[:len(good)-1]...), 0),
-		"no path keys": append(append([]byte(nil), good...), 0),
-		"path key 0": append(append([]byte(nil), good...), 1, 0, 0, 0, 0),
-		"short keys":  append(append([]byte(nil), good...), 2, 0, 0, 0, 1),
+		"no path keys":  append(append([]byte(nil), good...), 0),
+		"path key 0":    append(append([]byte(nil), good...), 1, 0, 0, 0, 0),
+		"short keys":    append(append([]byte(nil), good...), 2, 0, 0, 0, 1),
 		"past max": func() []byte {
 			b := append([]byte(nil), good[:7]...)
 			b = binary.AppendUvarint(b, uint64(units.MaxBytes))

@@ -190,7 +190,9 @@ func (r *Receiver) Notify() <-chan struct{} { return closedChan }
 func (r *Receiver) Revoke() error { return nil }
 
 // Expose fails: verbs is not supported here.
-func (r *Receiver) Expose([]byte, qp.Access) (qp.Exposure, error) { return qp.Exposure{}, errNotSupported }
+func (r *Receiver) Expose([]byte, qp.Access) (qp.Exposure, error) {
+	return qp.Exposure{}, errNotSupported
+}
 
 // RevokeKey fails: verbs is not supported here.
 func (r *Receiver) RevokeKey(uint32) error { return errNotSupported }
