@@ -165,6 +165,7 @@ type sendPath struct {
 	// they still hold send queue slots.
 	sq          []qp.SendWR
 	sqData      [][]byte // sq[i]'s payload, resolved by PostSend; nil once completed
+	answered    []bool   // sq[i] is a READ whose response has landed: only then may it complete successfully
 	head        int
 	n           int
 	sent        int
@@ -364,7 +365,7 @@ func Dial(ctx context.Context, addr string, cfg DialConfig) (*Conn, error) {
 		c.infos[i] = info
 		c.paths[i] = &sendPath{
 			c: c, idx: i, conn: tc, qpn: info.QPN, doorbell: make(chan struct{}, 1),
-			sq: make([]qp.SendWR, cfg.MaxSendWR), sqData: make([][]byte, cfg.MaxSendWR), seqHead: 1,
+			sq: make([]qp.SendWR, cfg.MaxSendWR), sqData: make([][]byte, cfg.MaxSendWR), answered: make([]bool, cfg.MaxSendWR), seqHead: 1,
 			hdrs: make([][hdrMax]byte, maxBatch), iov: make([][]byte, 0, 2*maxBatch),
 			br: bufio.NewReaderSize(tc, 4096),
 		}
@@ -518,6 +519,7 @@ func (c *Conn) PostSend(path int, wrs []qp.SendWR) (int, error) {
 		}
 		p.sq[i] = *wr
 		p.sqData[i] = data
+		p.answered[i] = false
 		p.n++
 		queued = true
 	}
@@ -850,7 +852,35 @@ func (c *Conn) onReadResp(p *sendPath, conn *net.TCPConn, seq uint32) (ok bool, 
 		p.dmu.Unlock()
 		off += n
 	}
+	c.mu.Lock()
+	if k := seq - p.seqHead; p.state == stateReady && uint64(k) < uint64(p.sent) {
+		// (Still outstanding: nothing completed it while its bytes
+		// were read, as only this goroutine completes successfully.)
+		j := p.head + int(k)
+		if j >= len(p.sq) {
+			j -= len(p.sq)
+		}
+		p.answered[j] = true
+	}
+	c.mu.Unlock()
 	return c.onACK(p, seq), nil
+}
+
+// unanswered reports whether one of p's first k outstanding WRs is a READ
+// whose response has not landed: an acknowledgement that covers it breaks
+// the protocol (a receiver answers a READ before it acknowledges anything
+// after it). Called with c.mu held.
+func (p *sendPath) unanswered(k uint32) bool {
+	for i := uint32(0); i < k; i++ {
+		j := p.head + int(i)
+		if j >= len(p.sq) {
+			j -= len(p.sq)
+		}
+		if p.sq[j].Op == qp.OpRead && !p.answered[j] {
+			return true
+		}
+	}
+	return false
 }
 
 // stopLanding stops READ responses arriving on conn from landing, and
@@ -883,7 +913,7 @@ func (c *Conn) ackLocked(p *sendPath, seq uint32) (ok, completed bool) {
 		return true, false
 	}
 	k := seq - p.seqHead + 1
-	if k == 0 || uint64(k) > uint64(p.sent) {
+	if k == 0 || uint64(k) > uint64(p.sent) || p.unanswered(k) {
 		return false, false
 	}
 	if p.fencing {
@@ -920,7 +950,7 @@ func (c *Conn) nakLocked(p *sendPath, seq uint32) (ok, completed bool) {
 		return true, false
 	}
 	k := seq - p.seqHead
-	if uint64(k) >= uint64(p.sent) {
+	if uint64(k) >= uint64(p.sent) || p.unanswered(k) {
 		return false, false
 	}
 	if p.fencing {
