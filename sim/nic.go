@@ -343,7 +343,7 @@ type QP struct {
 	ccRate   units.BitRate
 	sqMax    int32    // the send queue's depth (MaxSendWR rounded up to a power of two)
 	rd       *qpRead  // RDMA READ state (read.go), nil until the QP reads or is read
-	_        [56]byte // to a whole number of lines
+	_        [48]byte // to a whole number of lines
 }
 
 // sqInitial is the send queue's starting capacity; it doubles as work
