@@ -86,7 +86,40 @@ type Sender struct {
 	rateDown []bool
 	rateWant []units.BitRate
 	err      error // sticky: the completion queue failed
+
+	// oneSided holds the transfers posted as READs or plain keyed WRITEs
+	// (SubmitOneSided) until they are reported; osWork remembers, by work
+	// slot, which of them each posted work request belongs to, for a
+	// remote access error.
+	oneSided map[multipath.TransferID]OneSided
+	osWork   []osWork
 }
+
+// OneSided says how SubmitOneSided posts a transfer's work requests.
+type OneSided struct {
+	// Op is qp.OpRead (pull the peer's range into local memory) or
+	// qp.OpWrite (push local memory into the peer's range).
+	Op qp.Opcode
+	// RKey is the key of the peer's exposure (qp.Exposure.Key); PathKeys,
+	// when not nil, its key on each path (qp.Exposure.PathKeys: verbs
+	// registers an exposure per NIC). The Sender keeps PathKeys until the
+	// transfer is reported: the caller must not modify it.
+	RKey     uint32
+	PathKeys []uint32
+	// Region is the local send region TransferSpec.Local indexes
+	// (qp.SendRegions; 0: the connection's own). A READ lands in it.
+	Region uint32
+}
+
+type osWork struct {
+	id uint64
+	t  multipath.TransferID
+}
+
+// ErrRemoteAccess wraps the failure of a one-sided transfer whose READ or
+// WRITE the peer refused: outside the exposed range, without its right,
+// or naming a revoked key.
+var ErrRemoteAccess = errors.New("mptx: the peer refused a one-sided access (remote access error: outside the range, without the right, or a revoked key)")
 
 // NewSender builds a sender over conn.
 func NewSender(conn qp.Conn, cfg SenderConfig) (*Sender, error) {
@@ -136,7 +169,7 @@ func NewSender(conn qp.Conn, cfg SenderConfig) (*Sender, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sender{conn: conn, eng: eng, cfg: cfg, rl: rl}
+	s := &Sender{conn: conn, eng: eng, cfg: cfg, rl: rl, oneSided: map[multipath.TransferID]OneSided{}}
 	s.intr, _ = conn.(qp.INTReader)
 	s.rs, _ = conn.(qp.Resetter)
 	s.sr, _ = conn.(qp.SendRegions)
@@ -202,6 +235,46 @@ func (s *Sender) SubmitRegion(now vtime.Time, spec multipath.TransferSpec, regio
 		s.regions[spec.ID] = region
 	}
 	return tag, plan, err
+}
+
+// SubmitOneSided starts a transfer whose work requests are one-sided, as
+// Submit does for pushes: with op qp.OpRead each segment is an RDMA READ
+// of the peer's exposed range rkey at spec.Remote + offset (an address in
+// that key's space, qp.Exposure.Addr + offset) into the local region at
+// spec.Local + offset; with op qp.OpWrite each is a plain RDMA WRITE into
+// rkey's range. No immediate is posted: the requester's completion is a
+// segment's done signal (a READ's means its bytes have landed here, a
+// WRITE's that they have landed there), so the engine runs unchanged: it
+// paces the requests by the bytes they move, takes RTT and rate samples
+// from their completions, and fences the transfer before OnDone reports
+// it, as for pushes (no response of an abandoned READ lands after that).
+// Probes stay zero-length WRITE WITH IMM on the receive region.
+//
+// A completion with a remote access error cancels the transfer (with
+// ErrRemoteAccess): the request, not the path, is at fault, and would
+// fail on every path.
+func (s *Sender) SubmitOneSided(now vtime.Time, spec multipath.TransferSpec, o OneSided) (int, chunk.Plan, error) {
+	if s.err != nil {
+		return 0, chunk.Plan{}, s.err
+	}
+	switch {
+	case o.Op != qp.OpRead && o.Op != qp.OpWrite:
+		return 0, chunk.Plan{}, fmt.Errorf("mptx: SubmitOneSided: op %v (valid: RDMA_READ, WRITE)", o.Op)
+	case !s.conn.Caps().Read && (o.Op == qp.OpRead || o.RKey != 0):
+		return 0, chunk.Plan{}, fmt.Errorf("mptx: SubmitOneSided: the backend has no one-sided access (qp.Caps.Read)")
+	case o.Op == qp.OpRead && o.RKey == 0:
+		return 0, chunk.Plan{}, fmt.Errorf("mptx: SubmitOneSided: READ with rkey 0 (valid: a key the peer exposed; the receive region is not readable)")
+	case o.PathKeys != nil && len(o.PathKeys) != len(s.conn.Paths()):
+		return 0, chunk.Plan{}, fmt.Errorf("mptx: SubmitOneSided: %d path keys for a connection of %d paths (valid: nil, or one per path)", len(o.PathKeys), len(s.conn.Paths()))
+	case o.Region != 0 && s.sr == nil:
+		return 0, chunk.Plan{}, fmt.Errorf("mptx: SubmitOneSided: send region %#x, but the connection has no send regions besides its own (qp.SendRegions; valid: 0)", o.Region)
+	}
+	tag, plan, err := s.eng.Submit(now, spec)
+	if err != nil {
+		return 0, chunk.Plan{}, err
+	}
+	s.oneSided[spec.ID] = o
+	return tag, plan, nil
 }
 
 // Cancel ends transfer id at now with err; OnDone reports it (with an
@@ -284,10 +357,25 @@ func (s *Sender) poll(now vtime.Time) {
 				}
 			}
 			s.eng.OnCompletion(at, &s.comp)
+			if c.Status == qp.StatusRemoteAccess && len(s.oneSided) > 0 {
+				s.refused(at, c.ID)
+			}
 		}
 		if n < len(s.cqes) {
 			return
 		}
+	}
+}
+
+// refused cancels the one-sided transfer work request id belonged to.
+func (s *Sender) refused(now vtime.Time, id uint64) {
+	k := int(uint32(id)) - 1
+	if k < 0 || k >= len(s.osWork) || s.osWork[k].id != id {
+		return
+	}
+	t := s.osWork[k].t
+	if _, ok := s.oneSided[t]; ok {
+		_ = s.eng.Cancel(now, t, ErrRemoteAccess)
 	}
 }
 
@@ -333,6 +421,15 @@ func (s *Sender) execute(now vtime.Time, acts []multipath.Action) {
 			if a.HasImm {
 				wr.Op, wr.Imm = qp.OpWriteImm, a.ImmData
 			}
+			if a.Kind == multipath.ActPost && len(s.oneSided) > 0 {
+				if o, ok := s.oneSided[a.Transfer]; ok {
+					wr.Op, wr.Imm, wr.RKey, wr.Region = o.Op, 0, o.RKey, o.Region
+					if a.Path < len(o.PathKeys) {
+						wr.RKey = o.PathKeys[a.Path]
+					}
+					s.noteWork(a.WorkID, a.Transfer)
+				}
+			}
 			s.wrs[a.Path] = append(s.wrs[a.Path], wr)
 			s.posting |= 1 << uint(a.Path)
 		}
@@ -367,6 +464,9 @@ func (s *Sender) execute(now vtime.Time, acts []multipath.Action) {
 	s.posting = 0
 	for i := range acts {
 		a := &acts[i]
+		if a.Kind == multipath.ActDone || a.Kind == multipath.ActFailed {
+			delete(s.oneSided, a.Transfer)
+		}
 		switch a.Kind {
 		case multipath.ActDone:
 			delete(s.regions, a.Transfer)
@@ -380,6 +480,19 @@ func (s *Sender) execute(now vtime.Time, acts []multipath.Action) {
 			}
 		}
 	}
+}
+
+// noteWork records that work request id belongs to one-sided transfer t.
+// The table grows to the engine's work-slot count once, then never again.
+func (s *Sender) noteWork(id uint64, t multipath.TransferID) {
+	k := int(uint32(id)) - 1
+	if k < 0 {
+		return
+	}
+	for len(s.osWork) <= k {
+		s.osWork = append(s.osWork, osWork{})
+	}
+	s.osWork[k] = osWork{id: id, t: t}
 }
 
 // fence resets path's queue pair (qp.Resetter), which flushes its
@@ -447,6 +560,7 @@ func (s *Sender) fatal(now vtime.Time, err error) {
 		n := s.eng.Actions(now, s.acts)
 		for i := range s.acts[:n] {
 			if a := &s.acts[i]; a.Kind == multipath.ActDone || a.Kind == multipath.ActFailed {
+				delete(s.oneSided, a.Transfer)
 				delete(s.regions, a.Transfer)
 				if s.cfg.OnDone != nil {
 					s.cfg.OnDone(a.Transfer, now, a.Err)

@@ -359,6 +359,7 @@ type Session struct {
 	// answer cannot be taken for the peer closing first.
 	closing atomic.Bool
 	loop    sync.WaitGroup // the side's loop goroutine, until it closed the paths
+	os      osSession      // one-sided access: descriptors received, revocations (region.go)
 }
 
 // Transport returns the transport in use (tcp or verbs).
@@ -440,7 +441,7 @@ func (s *Session) readLoop(handle func(t bootstrap.Type, payload []byte) error) 
 			s.end(fmt.Errorf("mptx: %s closed the session: %w", s.peers, ErrSessionClosed))
 			return
 		}
-		if err := handle(t, payload); err != nil {
+		if err := s.onCtrlOr(handle, t, payload); err != nil {
 			_ = s.ctrl.send(msgBye, nil)
 			s.end(err)
 			return

@@ -229,6 +229,8 @@ type sendSide struct {
 
 	mu     sync.Mutex // orders do against the loop's exit
 	closed bool       // guarded by mu: the loop has stopped taking commands
+
+	os osLoop // one-sided Reads and Writes in the loop's hands (oneside.go)
 }
 
 func newSendSide(s *Session, conn qp.Conn, send []byte, cfg *Config) (*sendSide, error) {
@@ -268,7 +270,7 @@ func newSendSide(s *Session, conn qp.Conn, send []byte, cfg *Config) (*sendSide,
 		}
 	}
 	ecfg.Recorder = teeRecorder{ss, ecfg.Recorder}
-	snd, err := NewSender(conn, SenderConfig{Engine: ecfg, OnDone: ss.onDone})
+	snd, err := NewSender(conn, SenderConfig{Engine: ecfg, OnDone: ss.onEngineDone})
 	if err != nil {
 		return nil, err
 	}
@@ -669,6 +671,7 @@ func (ss *sendSide) exit() {
 	for _, t := range ss.live {
 		ss.fail(t, err)
 	}
+	ss.osExit(err)
 	if ss.tel != nil {
 		ss.tel.Close(ss.clock.Now())
 	}
@@ -738,6 +741,7 @@ type teeRecorder struct {
 }
 
 func (r teeRecorder) Record(ev *multipath.Event) {
+	r.ss.osRecord(ev) // one-sided transfers (oneside.go); not in r.ss.live
 	switch ev.Kind {
 	case multipath.EvChunkDone:
 		if t := r.ss.live[ev.Transfer]; t != nil && ev.Path < len(t.paths) {

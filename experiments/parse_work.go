@@ -20,10 +20,10 @@ type workKind struct {
 }
 
 var workTable = map[string]workKind{
-	WorkIncast:      {fields: []string{"senders*", "receiver*", "size*", "start", "repeat", "interval"}, check: (*validator).incast},
-	WorkPermutation: {fields: []string{"hosts", "size*", "start", "repeat", "interval", "cross_leaf"}, check: (*validator).pattern},
-	WorkAllToAll:    {fields: []string{"hosts", "size*", "start", "repeat", "interval"}, check: (*validator).pattern},
-	WorkKVCache:     {fields: []string{"prefill*", "decode*", "size*", "rate*", "count", "duration", "start"}, check: (*validator).kvcache},
+	WorkIncast:      {fields: []string{"senders*", "receiver*", "size*", "start", "repeat", "interval", "pull"}, check: (*validator).incast},
+	WorkPermutation: {fields: []string{"hosts", "size*", "start", "repeat", "interval", "cross_leaf", "pull"}, check: (*validator).pattern},
+	WorkAllToAll:    {fields: []string{"hosts", "size*", "start", "repeat", "interval", "pull"}, check: (*validator).pattern},
+	WorkKVCache:     {fields: []string{"prefill*", "decode*", "size*", "rate*", "count", "duration", "start", "pull"}, check: (*validator).kvcache},
 	WorkBackground:  {fields: []string{"hosts", "cdf*", "load*", "duration", "count", "start"}, check: (*validator).background},
 	WorkFailure:     {fields: []string{"target*", "down*", "up"}, check: (*validator).failure},
 	WorkNS3Flows:    {fields: []string{"file*", "start"}, check: (*validator).loadFlows},

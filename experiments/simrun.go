@@ -13,7 +13,9 @@ import (
 
 	"github.com/mptx-dev/mptx"
 	"github.com/mptx-dev/mptx/cc"
+	"github.com/mptx-dev/mptx/chunk"
 	"github.com/mptx-dev/mptx/multipath"
+	"github.com/mptx-dev/mptx/qp"
 	"github.com/mptx-dev/mptx/sim"
 	"github.com/mptx-dev/mptx/sim/simqp"
 	"github.com/mptx-dev/mptx/sim/topo"
@@ -97,6 +99,7 @@ type simRun struct {
 type connKey struct {
 	src, dst int
 	bg       bool
+	pull     bool // dst reads from src: the connection runs dst → src
 }
 
 type simConn struct {
@@ -107,6 +110,9 @@ type simConn struct {
 	sd    *simqp.Driver
 	queue []int // flows waiting for a transfer slot
 	live  int
+	// exp is what a pull connection reads: a range its responder (the
+	// flows' source) exposed.
+	exp qp.Exposure
 }
 
 // kickEvent starts the flows queued in simRun.kicks, outside any driver
@@ -172,6 +178,9 @@ func newSimRun(ctx context.Context, run Run) (*simRun, error) {
 			pkts := (f.Size-1)/mtu + 1
 			first := min(f.Size, mtu) + wo
 			ideal = p.BaseRTT + p.Bottleneck.TxTime(f.Size+pkts*wo-first)
+			if f.Pull {
+				ideal += p.BaseRTT / 2 // the READ request's way there
+			}
 		}
 		r.flows[i] = FlowResult{ID: f.ID, Src: f.Src, Dst: f.Dst, Size: int64(f.Size), Class: f.Class,
 			StartNs: int64(f.Start), IdealNs: int64(ideal), PG: f.PG, DPort: f.DPort}
@@ -260,7 +269,7 @@ func (r *simRun) buildFabric() error {
 func (r *simRun) openConns() error {
 	pol := r.run.Policy
 	for _, f := range r.tr.Flows {
-		k := connKey{f.Src, f.Dst, f.Class == ClassBackground}
+		k := connKey{f.Src, f.Dst, f.Class == ClassBackground, f.Pull}
 		if r.connOf[k] != nil {
 			continue
 		}
@@ -268,7 +277,11 @@ func (r *simRun) openConns() error {
 		if k.bg {
 			paths = 1
 		}
-		conn, recv, err := simqp.Connect(r.net, r.top.Host(f.Src), r.top.Host(f.Dst), simqp.Options{QPs: paths})
+		from, to := f.Src, f.Dst
+		if f.Pull {
+			from, to = f.Dst, f.Src // the requester dials the memory it reads
+		}
+		conn, recv, err := simqp.Connect(r.net, r.top.Host(from), r.top.Host(to), simqp.Options{QPs: paths})
 		if err != nil {
 			return err
 		}
@@ -285,9 +298,14 @@ func (r *simRun) openConns() error {
 			eng.CC, eng.CCParams = "fixed", cc.Params{"window": "unlimited", "rate": "unlimited"}
 		}
 		c := &simConn{key: k, conn: conn}
+		if f.Pull {
+			if c.exp, err = recv.ExposeRange(units.TiB, qp.AccessRead); err != nil {
+				return err
+			}
+		}
 		if r.obs != nil {
-			eng.Recorder = r.obs.Conn(ObservedConn{Index: len(r.conns), Src: r.top.Host(f.Src).Name(), Dst: r.top.Host(f.Dst).Name(),
-				Background: k.bg, CC: eng.CC, Paths: conn.Paths(), IngressPorts: ingressPorts(r.top.Host(f.Src), conn.Paths())})
+			eng.Recorder = r.obs.Conn(ObservedConn{Index: len(r.conns), Src: r.top.Host(from).Name(), Dst: r.top.Host(to).Name(),
+				Background: k.bg, CC: eng.CC, Paths: conn.Paths(), IngressPorts: ingressPorts(r.top.Host(from), conn.Paths())})
 		}
 		c.snd, err = mptx.NewSender(conn, mptx.SenderConfig{Engine: eng, OnDone: r.onDone})
 		if err != nil {
@@ -308,7 +326,7 @@ func (r *simRun) openConns() error {
 
 func (r *simRun) conn(i int) *simConn {
 	f := &r.tr.Flows[i]
-	return r.connOf[connKey{f.Src, f.Dst, f.Class == ClassBackground}]
+	return r.connOf[connKey{f.Src, f.Dst, f.Class == ClassBackground, f.Pull}]
 }
 
 // start submits flow i (or queues it if its connection has no free slot).
@@ -320,13 +338,27 @@ func (r *simRun) start(i int) {
 	}
 	f := &r.tr.Flows[i]
 	c := r.conn(i)
-	slot, plan, err := c.snd.Submit(now, multipath.TransferSpec{ID: multipath.TransferID(f.ID), Size: f.Size, ChunkSize: r.run.Policy.Chunk})
+	spec := multipath.TransferSpec{ID: multipath.TransferID(f.ID), Size: f.Size, ChunkSize: r.run.Policy.Chunk}
+	var slot int
+	var plan chunk.Plan
+	var err error
+	if f.Pull {
+		spec.Remote = units.Bytes(c.exp.Addr)
+		_, _, err = c.snd.SubmitOneSided(now, spec, mptx.OneSided{Op: qp.OpRead, RKey: c.exp.Key, PathKeys: c.exp.PathKeys})
+	} else {
+		slot, plan, err = c.snd.Submit(now, spec)
+	}
 	if errors.Is(err, multipath.ErrTooManyTransfers) {
 		c.queue = append(c.queue, i)
 		return
 	}
 	if err != nil {
 		r.finish(i, now, err)
+		return
+	}
+	if f.Pull { // nothing to expect: the requester's completions are the flow's
+		c.live++
+		c.sd.Notify()
 		return
 	}
 	if err := c.rcv.Expect(slot, multipath.TransferID(f.ID), plan, 0); err != nil {

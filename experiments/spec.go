@@ -361,6 +361,13 @@ type Workload struct {
 	// CrossLeaf makes permutation pair each host with a host under another
 	// leaf (leaf-spine and fat-tree), so every flow crosses the spine.
 	CrossLeaf bool `yaml:"cross_leaf" json:"cross_leaf,omitempty"`
+	// Pull makes every flow one-sided, driven by its destination: the
+	// destination host reads the bytes out of the source host's exposed
+	// memory with RDMA READs (its engine paces the requests by the bytes
+	// they bring back), instead of the source pushing them (incast,
+	// permutation, all-to-all, kvcache). The bytes cross the fabric from
+	// source to destination either way.
+	Pull bool `yaml:"pull" json:"pull,omitempty"`
 
 	// Rate is the kvcache request arrival rate (requests per second,
 	// Poisson); Count caps the number of requests (kvcache) or flows

@@ -34,6 +34,9 @@ type Flow struct {
 	// PG and DPort are carried from ns-3 flow files into fct.txt.
 	PG    int `json:"pg,omitempty"`
 	DPort int `json:"dport,omitempty"`
+	// Pull: Dst reads the flow out of Src's memory (RDMA READ) instead of
+	// Src writing it (Workload.Pull).
+	Pull bool `json:"pull,omitempty"`
 }
 
 // Trigger fires once Count signals (flow completions) have arrived
@@ -93,7 +96,7 @@ type generator struct {
 }
 
 func (gen *generator) add(src, dst int, size Size, start time.Duration) *Flow {
-	gen.tr.Flows = append(gen.tr.Flows, Flow{Src: src, Dst: dst, Size: size, Start: start, Class: gen.w.Class, Workload: gen.wi})
+	gen.tr.Flows = append(gen.tr.Flows, Flow{Src: src, Dst: dst, Size: size, Start: start, Class: gen.w.Class, Workload: gen.wi, Pull: gen.w.Pull})
 	return &gen.tr.Flows[len(gen.tr.Flows)-1]
 }
 

@@ -32,6 +32,24 @@
 // the one send region it was set up with: the caller registers a buffer
 // (its tensor, say) and names it in SendWR.Region, so that nothing is
 // copied into the send region first.
+//
+// # One-sided access: READ and keyed WRITE
+//
+// A receiver may also expose ranges of its memory to the connection's
+// sender (Exposer, the receiver's optional extension): each exposure has a
+// key and an address space of its own, like a verbs memory region's rkey
+// and virtual addresses. A work request with RKey set names such a range:
+// an OpRead copies [Remote, Remote+Len) of the exposed range into the
+// sender's region at Local (the sender is the requester, the receiver the
+// responder: ibv_post_send(3) IBV_WR_RDMA_READ), and an OpWrite or
+// OpWriteImm with RKey set writes into it. The responder checks every
+// request against the key's range and rights (the NIC does on verbs; the
+// backend's responder on TCP, in memory and in the simulator) and answers a
+// violation with StatusRemoteAccess at the requester; nothing outside the
+// range is read or written. A READ's completion at the requester means its
+// bytes have landed in the requester's region; the responder's
+// application sees no completion. RKey 0 names the receive region the
+// connection was set up with, writable and not readable.
 package qp
 
 import (
@@ -69,6 +87,11 @@ const (
 	OpWriteImm
 	// OpRecvImm is the receiver's completion for an OpWriteImm.
 	OpRecvImm
+	// OpRead is an RDMA READ: the sender (the requester) copies Len bytes
+	// at Remote of the receiver's exposed range RKey into its own region at
+	// Local. Its completion at the sender means the bytes have landed; the
+	// receiver sees none. It needs a backend whose Caps.Read is set.
+	OpRead
 )
 
 // String returns the opcode's name.
@@ -80,6 +103,8 @@ func (o Opcode) String() string {
 		return "WRITE_WITH_IMM"
 	case OpRecvImm:
 		return "RECV_RDMA_WITH_IMM"
+	case OpRead:
+		return "RDMA_READ"
 	}
 	return fmt.Sprintf("Opcode(%d)", uint8(o))
 }
@@ -95,8 +120,9 @@ const (
 	// StatusRetryExceeded: the transport retry counter was exhausted (the
 	// path or peer is unreachable); the QP is in the error state.
 	StatusRetryExceeded
-	// StatusRemoteAccess: the write fell outside the remote region or used
-	// a revoked key.
+	// StatusRemoteAccess: the write or read fell outside the remote region
+	// or exposed range, lacked the range's right (a READ of a write-only
+	// range, a WRITE to a read-only one), or used an unknown or revoked key.
 	StatusRemoteAccess
 	// StatusFlushed: the work request was flushed because the QP entered
 	// the error state before it ran.
@@ -134,15 +160,100 @@ func (s Status) String() string {
 // SendWR is one send work request.
 type SendWR struct {
 	ID     uint64      // returned in the completion; a slot index, never a pointer
-	Op     Opcode      // OpWrite or OpWriteImm
-	Local  units.Bytes // offset into the send region named by Region
-	Remote units.Bytes // offset into the receiver's advertised region
-	Len    units.Bytes // bytes to write; 0 is legal for OpWriteImm
+	Op     Opcode      // OpWrite, OpWriteImm or OpRead
+	Local  units.Bytes // offset into the send region named by Region (OpRead: where the bytes land)
+	Remote units.Bytes // RKey 0: offset into the receiver's advertised region; else an address in RKey's space (Exposure.Addr + offset)
+	Len    units.Bytes // bytes to write or read; 0 is legal for OpWriteImm
 	Imm    uint32      // immediate data for OpWriteImm (host order)
 	// Region names the send region Local indexes: 0 is the connection's
 	// own send region; any other value is an id SendRegions.AddSendRegion
-	// returned. Backends without SendRegions take 0 only.
+	// returned. Backends without SendRegions take 0 only. (A READ lands
+	// in it: the region must be writable memory.)
 	Region uint32
+	// RKey names a range the receiver exposed (Exposer), as this path
+	// knows it (Exposure.PathKeys[path], or Exposure.Key): 0 means the
+	// receive region the connection was set up with (writable, not
+	// readable); OpRead needs a key with AccessRead, a write with a key
+	// AccessWrite.
+	RKey uint32
+}
+
+// Access is a set of rights on an exposed range.
+type Access uint8
+
+// Access rights. They mirror IBV_ACCESS_REMOTE_READ and
+// IBV_ACCESS_REMOTE_WRITE (ibv_reg_mr(3)).
+const (
+	AccessRead Access = 1 << iota
+	AccessWrite
+)
+
+// AccessMask holds every defined right.
+const AccessMask = AccessRead | AccessWrite
+
+// String returns "r", "w", "rw" or "-".
+func (a Access) String() string {
+	switch a & AccessMask {
+	case AccessRead:
+		return "r"
+	case AccessWrite:
+		return "w"
+	case AccessRead | AccessWrite:
+		return "rw"
+	}
+	return "-"
+}
+
+// Exposure names a range a receiver exposed to its connection's sender.
+type Exposure struct {
+	// Key is the range's key (SendWR.RKey); never 0. On verbs it is the
+	// rkey of the memory region or window; elsewhere the backend draws it
+	// at random, so that a stale or foreign key is unlikely to name a live
+	// range.
+	Key uint32
+	// Addr is the address of the range's first byte in the key's space
+	// (SendWR.Remote names Addr+offset): the virtual address on verbs, a
+	// random page-aligned base elsewhere. Addr+Len never exceeds
+	// units.MaxBytes, so every address of the range is a valid
+	// SendWR.Remote.
+	Addr   uint64
+	Len    units.Bytes
+	Access Access
+	// PathKeys, when set, holds the key to name the range with on each
+	// of the connection's paths, in path order, where the paths do not
+	// share one (verbs: a memory region is registered per NIC, each with
+	// its own rkey; Key is then path 0's). nil: Key on every path.
+	PathKeys []uint32
+}
+
+// PathKey returns the key to post on path with.
+func (e *Exposure) PathKey(path int) uint32 {
+	if path >= 0 && path < len(e.PathKeys) {
+		return e.PathKeys[path]
+	}
+	return e.Key
+}
+
+// Exposer is implemented by receivers that let their connection's sender
+// read (OpRead) and write (keyed OpWrite, OpWriteImm) ranges of their
+// memory by key, one-sided: the receiving application takes no part in
+// each access. Its methods are safe for concurrent use with each other and
+// with the receiver's other methods.
+type Exposer interface {
+	// Expose lets the sender access mem with the rights access (AccessRead,
+	// AccessWrite or both) until RevokeKey. mem must stay valid and must not
+	// move until then; a backend may require memory it can register
+	// (verbs: not Go heap memory, see qp/verbs). Exposing a range pins it:
+	// verbs registers a memory region for it (ibv_reg_mr(3) with
+	// IBV_ACCESS_REMOTE_READ / _WRITE as access says) or binds a memory
+	// window (ibv_bind_mw(3)) where the device enforces windows.
+	Expose(mem []byte, access Access) (Exposure, error)
+	// RevokeKey ends exposure key: once it returns, no request naming key
+	// (or one of its PathKeys) reads or writes the range (later ones fail
+	// with StatusRemoteAccess at the sender; a READ whose response was
+	// under way when RevokeKey was called may fail too). Revoking an
+	// unknown key is an error.
+	RevokeKey(key uint32) error
 }
 
 // Completion is one work completion (CQE).
@@ -176,8 +287,14 @@ type PathInfo struct {
 // Counters are cumulative per-path congestion counters. The driver diffs
 // successive readings. A backend that cannot count something leaves it 0 and
 // says so in Caps.
+//
+// READ responses travel from the receiver to the sender, so for them the
+// sender's NIC is the ECN notification point: a backend counts the
+// CE-marked responses it receives in ECNMarked (where it can tell), and
+// CNPReceived counts the CNPs its peer's NIC returned for marked requests
+// and writes.
 type Counters struct {
-	ECNMarked   uint64 // CE-marked packets seen by the receiver for this path
+	ECNMarked   uint64 // CE-marked packets seen by the receiver for this path (READ responses: by the sender)
 	CNPReceived uint64 // CNPs received by the sender for this path
 	Retransmits uint64 // packets retransmitted (go-back-N)
 }
@@ -193,6 +310,15 @@ type Caps struct {
 	MaxSendWR       int  // send queue depth per path
 	MaxInlineData   int  // bytes
 	MaxMessageBytes units.Bytes
+	// Read says OpRead and keyed writes (SendWR.RKey) work, and the
+	// receiver implements Exposer.
+	Read bool
+	// MaxReadWR is the number of READs a path has outstanding at once
+	// (verbs: the queue pair's max_rd_atomic, at most the device's
+	// max_qp_rd_atom, and the peer's max_dest_rd_atomic); 0 means no
+	// limit. More may be posted: they wait in the send queue behind the
+	// ones under way, as on a verbs queue pair.
+	MaxReadWR int
 }
 
 // Conn is the sender's side of a connection to one peer: Paths() RC queue

@@ -232,6 +232,10 @@ type NICConfig struct {
 	RetryCount int
 	// MaxSendWR is each QP's send queue depth; 0 means 1024.
 	MaxSendWR int
+	// MaxRdAtomic is how many RDMA READs a requester QP keeps outstanding
+	// at once (ibv_modify_qp(3) max_rd_atomic; ConnectX allows 16); a
+	// READ beyond it waits in the send queue. 0 means 16.
+	MaxRdAtomic int
 	// NoECT sends data packets as not ECN-capable (no marking).
 	NoECT bool
 	// INTHeader is extra bytes every data packet and ACK carries for
@@ -278,6 +282,12 @@ func (c *NICConfig) withDefaults() (NICConfig, error) {
 	}
 	if d.AckEvery == 0 {
 		d.AckEvery = 4
+	}
+	if d.MaxRdAtomic == 0 {
+		d.MaxRdAtomic = 16
+	}
+	if d.MaxRdAtomic < 1 || d.MaxRdAtomic > 1<<16 {
+		return d, fmt.Errorf("sim: NICConfig.MaxRdAtomic = %d (valid: 0 for 16, or 1..65536)", c.MaxRdAtomic)
 	}
 	if d.AckEvery < 1 || d.AckEvery > 1<<16 {
 		return d, fmt.Errorf("sim: NICConfig.AckEvery = %d (valid: 0 for 4, or 1..65536)", c.AckEvery)

@@ -105,7 +105,7 @@ func (n *NIC) Receive(p *Packet) {
 	switch p.Kind {
 	case KindPFC:
 		n.port.onPFC(p, now)
-	case KindData, KindAck, KindNak, KindNakAccess, KindCNP:
+	case KindData, KindAck, KindNak, KindNakAccess, KindCNP, KindReadReq, KindReadResp:
 		i := int(p.QPN&qpnMask) - qpnBase
 		if p.QPN>>qpnShift != uint32(n.id) || i < 0 || i >= len(n.qps) {
 			n.port.c.NoRoute++
@@ -113,8 +113,10 @@ func (n *NIC) Receive(p *Packet) {
 		}
 		q := n.qps[i]
 		switch p.Kind {
-		case KindData:
+		case KindData, KindReadReq:
 			q.onData(p, now)
+		case KindReadResp:
+			q.onReadResp(p, now)
 		case KindCNP:
 			q.onCNP(now)
 		default:
@@ -183,8 +185,8 @@ func (n *NIC) pull(now Time) *Packet {
 			continue
 		}
 		q := a.q
-		if a.win != units.MaxBytes && q.inFlight() >= a.win {
-			continue
+		if !q.hasResp() && (a.win != units.MaxBytes && q.inFlight() >= a.win || q.readBlocked()) {
+			continue // (READ responses go out whatever the requester's window)
 		}
 		n.rr = idx + 1
 		if n.rr >= na {
@@ -232,6 +234,10 @@ type QPConfig struct {
 	// and fails the requester's QP (IBV_WC_REM_ACCESS_ERR). 0 means
 	// unlimited.
 	Region units.Bytes
+	// Access, if set, checks the READ requests and keyed writes (RKey
+	// set) the QP's peer sends it as a responder; a request it refuses is
+	// NAKed with a remote access error. nil refuses them all.
+	Access AccessChecker
 }
 
 // QPCounters are a QP's cumulative counters: the requester's and the
@@ -335,8 +341,9 @@ type QP struct {
 	paceFrom Time
 	paceWire units.Bytes
 	ccRate   units.BitRate
-	sqMax    int32   // the send queue's depth (MaxSendWR rounded up to a power of two)
-	_        [4]byte // to a whole number of lines
+	sqMax    int32    // the send queue's depth (MaxSendWR rounded up to a power of two)
+	rd       *qpRead  // RDMA READ state (read.go), nil until the QP reads or is read
+	_        [48]byte // to a whole number of lines
 }
 
 // sqInitial is the send queue's starting capacity; it doubles as work
@@ -399,6 +406,9 @@ func (n *NIC) NewQP(cfg QPConfig) (*QP, error) {
 		rateLimit: cfg.RateLimit,
 		lineRate:  n.port.rate,
 		region:    cfg.Region,
+	}
+	if cfg.Access != nil {
+		q.rd = &qpRead{access: cfg.Access}
 	}
 	if q.srcPort == 0 {
 		q.srcPort = uint16(49152 + n.w.rng.IntN(16384))
@@ -534,7 +544,7 @@ func (q *QP) PostSend(wrs []qp.SendWR) (int, error) {
 	mtu := units.Bytes(q.nic.mtu)
 	for i := range wrs {
 		wr := &wrs[i]
-		if (wr.Op != qp.OpWrite && wr.Op != qp.OpWriteImm) || wr.Len < 0 || wr.Len > MaxMessage ||
+		if (wr.Op != qp.OpWrite && wr.Op != qp.OpWriteImm && wr.Op != qp.OpRead) || wr.Len < 0 || wr.Len > MaxMessage ||
 			(wr.Len == 0 && wr.Op != qp.OpWriteImm) {
 			if i > 0 {
 				q.nic.activate(q)
@@ -560,6 +570,9 @@ func (q *QP) PostSend(wrs []qp.SendWR) (int, error) {
 		e.npkts = np
 		q.sqN++
 		q.sndEnd += np
+		if wr.Op == qp.OpRead {
+			q.readState().inSQ++
+		}
 	}
 	if len(wrs) > 0 {
 		q.nic.activate(q)
@@ -567,8 +580,11 @@ func (q *QP) PostSend(wrs []qp.SendWR) (int, error) {
 	return len(wrs), nil
 }
 
-// hasData reports whether the requester has packets to send.
-func (q *QP) hasData() bool { return q.state == qpReady && seqLT(q.sndNxt, q.sndEnd) }
+// hasData reports whether the QP has packets to send: the requester's, or
+// READ responses.
+func (q *QP) hasData() bool {
+	return q.state == qpReady && (seqLT(q.sndNxt, q.sndEnd) || q.rd != nil && q.rd.n > 0)
+}
 
 // window returns the NIC congestion controller's window, units.MaxBytes
 // if none.
@@ -588,10 +604,16 @@ func (q *QP) inFlight() units.Bytes {
 // nextPacket builds the packet at sndNxt and advances the cursor.
 func (q *QP) nextPacket(now Time) *Packet {
 	n := q.nic
+	if q.hasResp() {
+		return q.nextResponse(now)
+	}
 	if !seqLT(q.sndNxt, q.sndEnd) {
 		panic("sim: BUG: QP scheduled with nothing to send")
 	}
 	e := &q.sq[(q.sqHd+q.cur)&(len(q.sq)-1)]
+	if e.wr.Op == qp.OpRead {
+		return q.nextReadRequest(now, e)
+	}
 	off := q.curOf
 	pay := min(units.Bytes(n.mtu), e.wr.Len-off)
 	size := n.header + int32(pay) + int32(n.intHeader)
@@ -609,10 +631,10 @@ func (q *QP) nextPacket(now Time) *Packet {
 	}
 	if off == 0 {
 		p.flags |= flagFirst
-		if q.peerRegion > 0 {
+		if q.peerRegion > 0 || e.wr.RKey != 0 {
 			// the responder checks the RETH: carry its fields
 			x := n.w.newExt()
-			x.reth, x.remote, x.msgLen = true, int64(e.wr.Remote), int64(e.wr.Len)
+			x.reth, x.rkey, x.remote, x.msgLen = true, e.wr.RKey, int64(e.wr.Remote), int64(e.wr.Len)
 			p.ext = x
 		}
 		if n.roce {
@@ -772,72 +794,12 @@ func (q *QP) onAck(p *Packet, now Time) {
 	if q.state != qpReady || q.peer < 0 {
 		return
 	}
-	e := p.PSN
+	// An ACK never completes a READ, whose PSNs the responder counts as
+	// received with the request: its responses do (read.go).
+	e := q.capAck(p.PSN)
 	progress := seqLT(q.sndUna, e) && seqLE(e, q.maxSent)
-	if progress {
-		var acked units.Bytes
-		if q.cc != nil { // only a rate controller reads it
-			acked = q.payload(q.sndUna, e)
-		}
-		q.sndUna = e
-		q.retries = 0
-		if seqLT(q.sndNxt, e) {
-			q.seek(e)
-		}
-		// complete every WR whose last packet is acknowledged
-		for q.sqN > 0 {
-			h := &q.sq[q.sqHd]
-			if !seqLE(h.first+h.npkts, e) {
-				break
-			}
-			q.doneWR = h.wr
-			wr := &q.doneWR
-			q.sqHd = (q.sqHd + 1) & (len(q.sq) - 1)
-			q.sqN--
-			q.cur--
-			q.c.WRsDone++
-			q.c.AckedBytes += uint64(wr.Len)
-			nh := copy(q.hopsBuf[:], p.INT())
-			if q.nic.w.tracer != nil {
-				q.nic.w.trace(TrSendDone, q.nic.name, q.qpn, e, int64(wr.Len))
-			}
-			if q.handler != nil {
-				q.handler.SendDone(q, wr, qp.StatusOK, now, q.hopsBuf[:nh])
-			}
-			if q.state != qpReady {
-				return
-			}
-		}
-		if q.cur < 0 {
-			q.cur, q.curOf = 0, 0
-		}
-		if q.active && !q.hasData() {
-			// An ACK beyond the go-back-N cursor (for packets sent before
-			// a retransmission) can leave nothing to send: leave the
-			// arbiter, which would otherwise build a packet past sndEnd
-			// from a stale send-queue entry.
-			q.nic.deactivate(q)
-		}
-		if q.sndUna == q.maxSent {
-			q.rto.Stop()
-		} else if q.nic.rto != Forever {
-			q.rto.Reset(now + q.nic.rto)
-		}
-		if q.cc != nil {
-			a := cc.Ack{Now: now.VTime(), Acked: acked, InFlight: q.inFlight()}
-			a.RTT = time.Duration(uint32(now/Nanosecond) - p.sentAt)
-			for i, h := range p.INT() {
-				if i < cc.MaxHops {
-					a.Hops[i] = cc.INTHop(h)
-					a.NHops = i + 1
-				}
-			}
-			q.cc.OnAck(a)
-			q.armCC(now)
-			if q.active || q.hasData() {
-				q.nic.port.kick(now)
-			}
-		}
+	if progress && !q.advance(e, p, now) {
+		return
 	}
 	if p.Kind == KindNakAccess {
 		q.c.NAKsReceived++
@@ -853,10 +815,85 @@ func (q *QP) onAck(p *Packet, now Time) {
 			}
 			q.retries++
 		}
-		if seqLE(q.sndUna, e) {
+		if e := p.PSN; seqLE(q.sndUna, e) {
 			q.goBack(e)
 		}
 	}
+}
+
+// advance acknowledges every PSN before e (sndUna < e <= maxSent): it
+// completes the work requests whose last packet is among them and feeds
+// the NIC's congestion controller from p, an ACK or NAK (not a READ
+// response, whose send time and telemetry are the responder's). It reports
+// false if a completion handler left the QP out of the ready state.
+func (q *QP) advance(e uint32, p *Packet, now Time) bool {
+	var acked units.Bytes
+	if q.cc != nil { // only a rate controller reads it
+		acked = q.payload(q.sndUna, e)
+	}
+	q.sndUna = e
+	q.retries = 0
+	if seqLT(q.sndNxt, e) {
+		q.seek(e)
+	}
+	// complete every WR whose last packet is acknowledged
+	for q.sqN > 0 {
+		h := &q.sq[q.sqHd]
+		if !seqLE(h.first+h.npkts, e) {
+			break
+		}
+		q.doneWR = h.wr
+		wr := &q.doneWR
+		q.sqHd = (q.sqHd + 1) & (len(q.sq) - 1)
+		q.sqN--
+		q.cur--
+		q.c.WRsDone++
+		q.c.AckedBytes += uint64(wr.Len)
+		if wr.Op == qp.OpRead {
+			q.rd.inSQ--
+		}
+		nh := copy(q.hopsBuf[:], p.INT())
+		if q.nic.w.tracer != nil {
+			q.nic.w.trace(TrSendDone, q.nic.name, q.qpn, e, int64(wr.Len))
+		}
+		if q.handler != nil {
+			q.handler.SendDone(q, wr, qp.StatusOK, now, q.hopsBuf[:nh])
+		}
+		if q.state != qpReady {
+			return false
+		}
+	}
+	if q.cur < 0 {
+		q.cur, q.curOf = 0, 0
+	}
+	if q.active && !q.hasData() {
+		// An ACK beyond the go-back-N cursor (for packets sent before
+		// a retransmission) can leave nothing to send: leave the
+		// arbiter, which would otherwise build a packet past sndEnd
+		// from a stale send-queue entry.
+		q.nic.deactivate(q)
+	}
+	if q.sndUna == q.maxSent {
+		q.rto.Stop()
+	} else if q.nic.rto != Forever {
+		q.rto.Reset(now + q.nic.rto)
+	}
+	if q.cc != nil && p.Kind != KindReadResp {
+		a := cc.Ack{Now: now.VTime(), Acked: acked, InFlight: q.inFlight()}
+		a.RTT = time.Duration(uint32(now/Nanosecond) - p.sentAt)
+		for i, h := range p.INT() {
+			if i < cc.MaxHops {
+				a.Hops[i] = cc.INTHop(h)
+				a.NHops = i + 1
+			}
+		}
+		q.cc.OnAck(a)
+		q.armCC(now)
+		if q.active || q.hasData() {
+			q.nic.port.kick(now)
+		}
+	}
+	return true
 }
 
 // Fire implements Handler for the retry timer: no progress for the ACK
@@ -903,6 +940,9 @@ func (q *QP) fail(st qp.Status, now Time) {
 		st = qp.StatusFlushed
 	}
 	q.cur, q.curOf = 0, 0
+	if q.rd != nil {
+		q.rd.inSQ = 0
+	}
 }
 
 // Reset fences a QP and brings it back to ready together with its connected
@@ -938,6 +978,7 @@ func (q *QP) Reset(peer *QP) error {
 	peer.msgBytes = 0
 	peer.unacked = 0
 	peer.nakSent, peer.dupAcked = false, false
+	peer.dropResponses() // the old incarnation's READs are answered no more
 	if q.nic.w.tracer != nil {
 		q.nic.w.trace(TrQPReset, q.nic.name, q.qpn, psn, 0)
 	}
@@ -980,7 +1021,14 @@ func (q *QP) onData(p *Packet, now Time) {
 		}
 	}
 	switch {
-	case p.PSN == q.ePSN && p.flags&flagFirst != 0 && q.region > 0 && p.ext != nil && p.ext.reth &&
+	case p.Kind == KindReadReq && seqLE(p.PSN, q.ePSN):
+		q.onReadReq(p, now) // read.go
+	case p.PSN == q.ePSN && p.flags&flagFirst != 0 && p.ext != nil && p.ext.reth && p.ext.rkey != 0 &&
+		!q.allowed(p.ext.rkey, p.ext.remote, p.ext.msgLen, qp.AccessWrite):
+		// A keyed write outside its exposure or without the right.
+		q.c.NAKsSent++
+		q.sendAck(KindNakAccess, p)
+	case p.PSN == q.ePSN && p.flags&flagFirst != 0 && q.region > 0 && p.ext != nil && p.ext.reth && p.ext.rkey == 0 &&
 		(p.ext.remote < 0 || p.ext.remote+p.ext.msgLen > int64(q.region)):
 		// RETH outside the region: NAK with a remote access error and
 		// accept nothing more of the message.

@@ -63,6 +63,8 @@ const (
 	KindNakAccess                 // NAK, remote access error: the write fell outside the region
 	KindCNP                       // RoCEv2 congestion notification packet
 	KindPFC                       // 802.1Qbb priority flow control frame
+	KindReadReq                   // an RDMA READ request (RETH, no payload), requester to responder
+	KindReadResp                  // an RDMA READ response segment, responder to requester
 )
 
 // String returns the kind's name.
@@ -80,6 +82,10 @@ func (k Kind) String() string {
 		return "cnp"
 	case KindPFC:
 		return "pfc"
+	case KindReadReq:
+		return "read-req"
+	case KindReadResp:
+		return "read-resp"
 	}
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -109,7 +115,13 @@ const flagDataClass = flagPause
 // dataClass reports whether the packet travels in the data class: data,
 // and control packets sent with NICConfig.AckInDataClass.
 func (p *Packet) dataClass() bool {
-	return p.Kind == KindData || (p.Kind != KindPFC && p.flags&flagDataClass != 0)
+	return p.isData() || (p.Kind != KindPFC && p.flags&flagDataClass != 0)
+}
+
+// isData reports whether the packet is a data packet: a WRITE segment, a
+// READ request or a READ response segment.
+func (p *Packet) isData() bool {
+	return p.Kind == KindData || p.Kind == KindReadReq || p.Kind == KindReadResp
 }
 
 // MaxHops is the number of in-band telemetry stamps a packet can carry.
@@ -146,9 +158,10 @@ type Packet struct {
 type pktExt struct {
 	hops   intHops
 	nhops  uint8
-	reth   bool  // remote and msgLen are set
-	remote int64 // RETH: offset in the responder's region
-	msgLen int64 // RETH: the message's length
+	reth   bool   // remote and msgLen are set
+	rkey   uint32 // RETH: the key the request names (0: the responder's region)
+	remote int64  // RETH: offset in the responder's region, or an address in rkey's space
+	msgLen int64  // RETH: the message's length
 }
 
 // intHops is a packet's telemetry.
@@ -174,7 +187,7 @@ func (p *Packet) Last() bool { return p.flags&flagLast != 0 }
 
 // control reports whether the packet travels in the strict-priority control
 // class (everything but data).
-func (p *Packet) control() bool { return p.Kind != KindData }
+func (p *Packet) control() bool { return !p.isData() }
 
 // fifo is an intrusive singly linked FIFO of packets.
 type fifo struct{ head, tail *Packet }

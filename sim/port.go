@@ -412,7 +412,7 @@ func (p *Port) startNext(now Time) {
 	p.busyUntil = now + ser
 	p.txBytes += uint64(pkt.Size)
 	switch pkt.Kind {
-	case KindData:
+	case KindData, KindReadReq, KindReadResp:
 		p.txData++
 	case KindAck, KindNak, KindNakAccess:
 		p.txAck++

@@ -130,7 +130,7 @@ func (s *Switch) egress(p *Packet) int {
 		return -1
 	}
 	var h uint64
-	if s.spray && p.Kind == KindData {
+	if s.spray && p.isData() {
 		h = s.w.rng.Uint64()
 	} else {
 		h = mix64(p.Flow ^ s.seed)

@@ -216,7 +216,7 @@ func (w *World) newExt() *pktExt {
 	x := w.extFree[n-1]
 	w.extFree[n-1] = nil
 	w.extFree = w.extFree[:n-1]
-	x.nhops, x.reth = 0, false
+	x.nhops, x.reth, x.rkey = 0, false, 0
 	return x
 }
 

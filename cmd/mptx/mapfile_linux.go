@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -34,4 +35,27 @@ func mapFile(path string, size int64) ([]byte, func(), error) {
 	}
 	_ = unix.Madvise(b, unix.MADV_SEQUENTIAL)
 	return b, func() { _ = unix.Munmap(b) }, nil
+}
+
+// loadFile reads the file at path into anonymous mapped memory (outside
+// the Go heap, so that a verbs NIC may be given it) and returns it with
+// the function that unmaps it. A file mapping itself cannot be pinned for
+// a NIC (ibv_reg_mr of a shared file mapping fails with EFAULT: the kernel
+// refuses long-term pins of page-cache pages).
+func loadFile(path string, size int64) ([]byte, func(), error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	b, err := unix.Mmap(-1, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mmap %d bytes for %s: %w", size, path, err)
+	}
+	unmap := func() { _ = unix.Munmap(b) }
+	if n, err := io.ReadFull(f, b); err != nil {
+		unmap()
+		return nil, nil, fmt.Errorf("reading %s: %d of %d bytes: %w", path, n, size, err)
+	}
+	return b, unmap, nil
 }

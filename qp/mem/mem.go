@@ -12,6 +12,19 @@
 // RC acknowledgement). So an idle path's completion time for n bytes is
 // n·8/Rate + 2·Delay.
 //
+// A READ (qp.OpRead) posted at t leaves once the path's earlier writes have
+// been serialised (the request itself takes no time), reaches the
+// receiver one Delay later, where its key, range and rights are checked
+// (qp.Exposer; a violation answers StatusRemoteAccess one Delay later),
+// and its response is serialised at Rate in the other direction (the
+// reverse link is a FIFO server of its own, so reads and writes on one path
+// overlap as on a full-duplex link), lands one Delay after that and
+// completes at once: an idle path reads n bytes in n·8/Rate + 2·Delay, as
+// it writes them. Deviation: the bytes are copied from the receiver's
+// memory when the response lands, not while the responder's NIC sends
+// it. Completions on a path are reported in post order, as on an RC queue
+// pair.
+//
 // Reset (qp.Resetter) fences a path: its work requests that have not landed
 // never will, and every outstanding one completes at once with
 // StatusFlushed, as moving an RC queue pair to the error state and back
@@ -21,10 +34,10 @@
 // AddSendRegion (qp.SendRegions) can be sent from; a write reads its bytes
 // when it lands.
 //
-// Stall injection: Pause holds a path's writes where they are (they have
-// left the sender but do not land, as on a congested or paused link), and
-// Resume lets them land, at the resume time, in order. A Reset of a
-// paused path flushes the held writes: they never land.
+// Stall injection: Pause holds a path's writes and READs where they are
+// (they have left the sender but do not land, as on a congested or paused
+// link), and Resume lets them land, at the resume time, in order. A Reset
+// of a paused path flushes the held work: it never lands.
 //
 // Failure injection: a path can fail at a given time (FailAt) or on demand
 // (Fail). From then on nothing lands: the oldest outstanding work request
@@ -41,6 +54,7 @@ package mem
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/mptx-dev/mptx/qp"
@@ -75,13 +89,17 @@ type Config struct {
 	RetryTimeout time.Duration
 	// MaxSendWR is the send queue depth per path; 0 means 1024.
 	MaxSendWR int
+	// Seed seeds the keys and addresses Receiver.Expose draws.
+	Seed uint64
 }
 
 type evKind uint8
 
 const (
-	evLand evKind = iota + 1
-	evComplete
+	evLand       evKind = iota + 1 // a write's last byte reaches the receiver
+	evComplete                     // the completion reaches the sender's queue
+	evReadArrive                   // a READ request reaches the receiver
+	evReadLand                     // a READ response's last byte reaches the sender
 )
 
 type event struct {
@@ -91,7 +109,17 @@ type event struct {
 	path int
 	wr   qp.SendWR
 	st   qp.Status
-	src  []byte // evLand: the payload, read when it lands; nil sends zeros
+	// done is when the work request completes if all goes well: the
+	// acknowledgement's arrival (writes) or the response's (reads),
+	// held back behind the path's earlier work requests.
+	done vtime.Time
+	// land is when a READ's response has fully arrived.
+	land vtime.Time
+	// src is the sender's memory the work request names (its region at
+	// Local, or the registered send region): a write's payload, read when
+	// it lands (nil sends zeros); a READ's destination, written when its
+	// response lands (nil drops the bytes).
+	src []byte
 }
 
 // Network is an in-memory fabric with one sender Conn and one Receiver.
@@ -110,11 +138,25 @@ type Network struct {
 	conn       Conn
 	recv       Receiver
 	regs       sendreg.Table // qp.SendRegions
+
+	// The exposed ranges (qp.Exposer), guarded by expMu: Expose and
+	// RevokeKey may come from any goroutine.
+	expMu   sync.Mutex
+	exps    map[uint32]*exposure
+	expRand uint64 // splitmix64 state for keys and addresses
+}
+
+// exposure is one range the receiver exposed.
+type exposure struct {
+	qp.Exposure
+	mem []byte
 }
 
 type memPath struct {
 	cfg       PathConfig
-	busyUntil vtime.Time
+	busyUntil vtime.Time // the forward link (writes, READ requests) is busy until then
+	rbusy     vtime.Time // the reverse link (READ responses) is busy until then
+	lastDone  vtime.Time // the latest completion time handed out: each later one is at least 1 ns after it (completions in post order)
 	failed    bool
 	failAt    vtime.Time
 	retryDone bool // the StatusRetryExceeded completion has been issued
@@ -148,7 +190,7 @@ func New(cfg Config) (*Network, error) {
 	if cfg.MaxSendWR == 0 {
 		cfg.MaxSendWR = 1024
 	}
-	n := &Network{cfg: cfg, now: vtime.Epoch}
+	n := &Network{cfg: cfg, now: vtime.Epoch, exps: map[uint32]*exposure{}, expRand: cfg.Seed ^ 0x6d70_7478_6d65_6d00}
 	n.paths = make([]memPath, len(cfg.Paths))
 	n.infos = make([]qp.PathInfo, len(cfg.Paths))
 	for i, p := range cfg.Paths {
@@ -255,13 +297,13 @@ func (n *Network) fail(i int) {
 	var minSeq uint64 = ^uint64(0)
 	for j := range n.heap {
 		ev := &n.heap[j]
-		if ev.path == i && ev.kind == evLand && ev.seq < minSeq {
+		if ev.path == i && ev.kind != evComplete && ev.seq < minSeq {
 			minSeq = ev.seq
 		}
 	}
 	for j := range n.heap {
 		ev := &n.heap[j]
-		if ev.path != i || ev.kind != evLand {
+		if ev.path != i || ev.kind == evComplete {
 			continue
 		}
 		ev.kind = evComplete
@@ -287,23 +329,38 @@ func (n *Network) run(ev *event) {
 			return
 		}
 		wr := &ev.wr
-		if end := wr.Remote + wr.Len; wr.Remote < 0 || end > units.Bytes(len(n.cfg.RecvRegion)) {
+		if !n.write(wr, ev.src) {
 			n.push(event{at: n.now.Add(p.cfg.Delay), kind: evComplete, path: ev.path, wr: *wr, st: qp.StatusRemoteAccess})
 			return
-		}
-		if wr.Len > 0 {
-			dst := n.cfg.RecvRegion[wr.Remote : wr.Remote+wr.Len]
-			if ev.src != nil {
-				copy(dst, ev.src)
-			} else {
-				clear(dst)
-			}
 		}
 		p.bytes += wr.Len
 		if wr.Op == qp.OpWriteImm {
 			pushGrow(&n.recvQ, qp.Completion{Path: ev.path, QPN: n.infos[ev.path].QPN, Op: qp.OpRecvImm, Status: qp.StatusOK, Bytes: wr.Len, Imm: wr.Imm, At: n.now})
 		}
-		n.push(event{at: n.now.Add(p.cfg.Delay), kind: evComplete, path: ev.path, wr: *wr, st: qp.StatusOK})
+		n.push(event{at: ev.done, kind: evComplete, path: ev.path, wr: *wr, st: qp.StatusOK})
+	case evReadArrive:
+		if p.paused { // a stalled path holds READs too
+			p.held = append(p.held, *ev)
+			return
+		}
+		// The responder checks the request; a violation is NAKed.
+		if !n.readable(&ev.wr) {
+			n.push(event{at: n.now.Add(p.cfg.Delay), kind: evComplete, path: ev.path, wr: ev.wr, st: qp.StatusRemoteAccess})
+			return
+		}
+		n.push(event{at: ev.land, kind: evReadLand, path: ev.path, wr: ev.wr, done: ev.done, src: ev.src})
+	case evReadLand:
+		if p.paused {
+			p.held = append(p.held, *ev)
+			return
+		}
+		wr := &ev.wr
+		if !n.read(wr, ev.src) { // revoked while the response was under way
+			n.push(event{at: n.now, kind: evComplete, path: ev.path, wr: *wr, st: qp.StatusRemoteAccess})
+			return
+		}
+		p.bytes += wr.Len
+		n.push(event{at: ev.done, kind: evComplete, path: ev.path, wr: *wr, st: qp.StatusOK})
 	case evComplete:
 		p.out--
 		pushGrow(&n.sendQ, qp.Completion{ID: ev.wr.ID, Path: ev.path, QPN: n.infos[ev.path].QPN, Op: ev.wr.Op, Status: ev.st, Bytes: ev.wr.Len, At: n.now})
@@ -356,7 +413,7 @@ func (c *Conn) Reset(path int) error {
 		n.push(ev)
 	}
 	p.held = p.held[:0]
-	p.busyUntil = n.now
+	p.busyUntil, p.rbusy, p.lastDone = n.now, n.now, n.now
 	return nil
 }
 
@@ -375,8 +432,8 @@ func (c *Conn) PostSend(path int, wrs []qp.SendWR) (int, error) {
 	p := &n.paths[path]
 	for k := range wrs {
 		wr := &wrs[k]
-		if wr.Op != qp.OpWrite && wr.Op != qp.OpWriteImm {
-			return k, fmt.Errorf("mem: PostSend: wrs[%d].Op = %v (valid: WRITE, WRITE_WITH_IMM)", k, wr.Op)
+		if wr.Op != qp.OpWrite && wr.Op != qp.OpWriteImm && wr.Op != qp.OpRead {
+			return k, fmt.Errorf("mem: PostSend: wrs[%d].Op = %v (valid: WRITE, WRITE_WITH_IMM, RDMA_READ)", k, wr.Op)
 		}
 		region := n.cfg.SendRegion
 		if wr.Region != 0 {
@@ -409,9 +466,6 @@ func (c *Conn) PostSend(path int, wrs []qp.SendWR) (int, error) {
 			n.push(event{at: at, kind: evComplete, path: path, wr: *wr, st: st})
 			continue
 		}
-		start := max(n.now, p.busyUntil)
-		done := start.Add(p.cfg.Rate.TxTime(wr.Len))
-		p.busyUntil = done
 		if p.cfg.CNPEvery > 0 {
 			before := p.carried / p.cfg.CNPEvery
 			p.carried += wr.Len
@@ -420,7 +474,22 @@ func (c *Conn) PostSend(path int, wrs []qp.SendWR) (int, error) {
 				p.counters.ECNMarked += d
 			}
 		}
-		n.push(event{at: done.Add(p.cfg.Delay), kind: evLand, path: path, wr: *wr, src: src})
+		start := max(n.now, p.busyUntil)
+		if wr.Op == qp.OpRead {
+			// The request leaves behind the earlier writes and takes no
+			// time; the response queues on the reverse link.
+			arrive := start.Add(p.cfg.Delay)
+			rstart := max(arrive, p.rbusy)
+			p.rbusy = rstart.Add(p.cfg.Rate.TxTime(wr.Len))
+			land := p.rbusy.Add(p.cfg.Delay)
+			p.lastDone = max(p.lastDone+1, land)
+			n.push(event{at: arrive, kind: evReadArrive, path: path, wr: *wr, land: land, done: p.lastDone, src: src})
+			continue
+		}
+		done := start.Add(p.cfg.Rate.TxTime(wr.Len))
+		p.busyUntil = done
+		p.lastDone = max(p.lastDone+1, done.Add(2*p.cfg.Delay))
+		n.push(event{at: done.Add(p.cfg.Delay), kind: evLand, path: path, wr: *wr, done: p.lastDone, src: src})
 	}
 	return len(wrs), nil
 }
@@ -444,16 +513,142 @@ func (c *Conn) Counters(path int) (qp.Counters, error) {
 // Caps implements qp.Conn.
 func (c *Conn) Caps() qp.Caps {
 	return qp.Caps{CarriesData: true, Timestamps: true, CNPCounters: true, ECNCounters: true,
-		MaxSendWR: c.n.cfg.MaxSendWR, MaxMessageBytes: units.GiB}
+		MaxSendWR: c.n.cfg.MaxSendWR, MaxMessageBytes: units.GiB, Read: true}
 }
 
 // Close implements qp.Conn.
 func (c *Conn) Close() error { c.n.connClosed = true; return nil }
 
-// Receiver is the receiving side of a Network; it implements qp.Receiver.
+// Receiver is the receiving side of a Network; it implements qp.Receiver
+// and qp.Exposer.
 type Receiver struct{ n *Network }
 
-var _ qp.Receiver = (*Receiver)(nil)
+var (
+	_ qp.Receiver = (*Receiver)(nil)
+	_ qp.Exposer  = (*Receiver)(nil)
+)
+
+// Expose implements qp.Exposer. Keys and addresses are drawn from
+// Config.Seed: a nonzero key not in use, and a page-aligned address in
+// [2^32, 2^46), as a user-space virtual address would be.
+func (r *Receiver) Expose(mem []byte, access qp.Access) (qp.Exposure, error) {
+	n := r.n
+	if access == 0 || access&^qp.AccessMask != 0 {
+		return qp.Exposure{}, fmt.Errorf("mem: Expose: access %#x (valid: AccessRead, AccessWrite or both)", uint8(access))
+	}
+	if len(mem) == 0 {
+		return qp.Exposure{}, fmt.Errorf("mem: Expose: empty range (valid: at least 1 byte)")
+	}
+	n.expMu.Lock()
+	defer n.expMu.Unlock()
+	if n.recvClosed {
+		return qp.Exposure{}, qp.ErrClosed
+	}
+	var key uint32
+	for key == 0 || n.exps[key] != nil {
+		key = uint32(n.draw())
+	}
+	addr := 1<<32 + n.draw()%(1<<34)<<12
+	e := &exposure{Exposure: qp.Exposure{Key: key, Addr: addr, Len: units.Bytes(len(mem)), Access: access}, mem: mem}
+	n.exps[key] = e
+	return e.Exposure, nil
+}
+
+// RevokeKey implements qp.Exposer.
+func (r *Receiver) RevokeKey(key uint32) error {
+	n := r.n
+	n.expMu.Lock()
+	defer n.expMu.Unlock()
+	if n.exps[key] == nil {
+		return fmt.Errorf("mem: Revoke: key %#x is not exposed", key)
+	}
+	delete(n.exps, key)
+	return nil
+}
+
+// draw returns the next splitmix64 value. Called with expMu held.
+func (n *Network) draw() uint64 {
+	n.expRand += 0x9e3779b97f4a7c15
+	z := n.expRand
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// span returns the bytes of exposure e that [addr, addr+n) names, if it
+// lies within e.
+func (e *exposure) span(addr units.Bytes, n units.Bytes) ([]byte, bool) {
+	if addr < 0 || n < 0 || uint64(addr) < e.Addr {
+		return nil, false
+	}
+	off := uint64(addr) - e.Addr
+	if off > uint64(e.Len) || uint64(n) > uint64(e.Len)-off {
+		return nil, false
+	}
+	return e.mem[off : off+uint64(n)], true
+}
+
+// readable checks a READ request against its key, range and rights.
+func (n *Network) readable(wr *qp.SendWR) bool {
+	n.expMu.Lock()
+	defer n.expMu.Unlock()
+	e := n.exps[wr.RKey]
+	if e == nil || e.Access&qp.AccessRead == 0 {
+		return false
+	}
+	_, ok := e.span(wr.Remote, wr.Len)
+	return ok
+}
+
+// read lands a READ's response: it copies the range into dst, the
+// sender's memory (nil: nowhere), unless the key was revoked meanwhile.
+// The copy runs under expMu, so that once RevokeKey returns nothing reads
+// the range.
+func (n *Network) read(wr *qp.SendWR, dst []byte) bool {
+	n.expMu.Lock()
+	defer n.expMu.Unlock()
+	e := n.exps[wr.RKey]
+	if e == nil || e.Access&qp.AccessRead == 0 {
+		return false
+	}
+	src, ok := e.span(wr.Remote, wr.Len)
+	if !ok {
+		return false
+	}
+	copy(dst, src)
+	return true
+}
+
+// write lands a write of src (nil: zeros) in the receive region (RKey 0)
+// or an exposed range with AccessWrite; false means a remote access error.
+func (n *Network) write(wr *qp.SendWR, src []byte) bool {
+	var dst []byte
+	if wr.RKey == 0 {
+		if end := wr.Remote + wr.Len; wr.Remote < 0 || end > units.Bytes(len(n.cfg.RecvRegion)) {
+			return false
+		}
+		dst = n.cfg.RecvRegion[wr.Remote : wr.Remote+wr.Len]
+	} else {
+		n.expMu.Lock()
+		defer n.expMu.Unlock()
+		e := n.exps[wr.RKey]
+		if e == nil || e.Access&qp.AccessWrite == 0 {
+			return false
+		}
+		var ok bool
+		if dst, ok = e.span(wr.Remote, wr.Len); !ok {
+			return false
+		}
+	}
+	if len(dst) > 0 {
+		if src != nil {
+			copy(dst, src)
+		} else {
+			clear(dst)
+		}
+	}
+	return true
+}
 
 // Poll implements qp.Receiver.
 func (r *Receiver) Poll(dst []qp.Completion) (int, error) {
@@ -466,8 +661,14 @@ func (r *Receiver) Poll(dst []qp.Completion) (int, error) {
 // Region implements qp.Receiver.
 func (r *Receiver) Region() []byte { return r.n.cfg.RecvRegion }
 
-// Close implements qp.Receiver.
-func (r *Receiver) Close() error { r.n.recvClosed = true; return nil }
+// Close implements qp.Receiver; it revokes every exposed range.
+func (r *Receiver) Close() error {
+	r.n.expMu.Lock()
+	r.n.recvClosed = true
+	clear(r.n.exps)
+	r.n.expMu.Unlock()
+	return nil
+}
 
 // ---------------------------------------------------------------------------
 // event heap (typed, allocation-free once grown) and completion queues

@@ -9,6 +9,15 @@
 // others, a reset fences a path (qp.Resetter: nothing of the work it
 // flushed lands afterwards), registered send regions (qp.SendRegions) are
 // sent from, and steady-state post/poll allocates nothing.
+//
+// Backends with one-sided access (Caps.Read and a receiver implementing
+// qp.Exposer) also pass the READ cases (read.go): reads land and complete
+// in post order with the writes around them, keyed writes land, the
+// responder refuses anything outside a key's range or rights and after
+// Revoke with a remote access error while every guard byte stays as it
+// was, reads on a failed path fail, a Reset fences reads, and a steady
+// read round allocates nothing. The READ cases skip, saying so, on a
+// backend without them.
 package qptest
 
 import (
@@ -46,6 +55,10 @@ type Env struct {
 	// model a stall leaves Stall nil, and ResetFences resets a path with
 	// work in flight instead.
 	Stall func(path int) (resume func())
+	// Alloc returns n bytes of memory the receiver can expose
+	// (qp.Exposer); nil means make([]byte, n). A verbs backend needs
+	// memory outside the Go heap.
+	Alloc func(n units.Bytes) []byte
 }
 
 // Factory builds a fresh Env with paths paths and a receive region of
@@ -65,6 +78,16 @@ func Run(t *testing.T, f Factory) {
 	t.Run("SendRegions", func(t *testing.T) { testSendRegions(t, f) })
 	t.Run("NoAllocs", func(t *testing.T) { testNoAllocs(t, f) })
 	t.Run("CloseIdempotent", func(t *testing.T) { testClose(t, f) })
+	t.Run("ReadLands", func(t *testing.T) { testReadLands(t, f) })
+	t.Run("ReadOutsideRange", func(t *testing.T) { testReadOutside(t, f) })
+	t.Run("AccessRights", func(t *testing.T) { testRights(t, f) })
+	t.Run("ReceiveRegionNotReadable", func(t *testing.T) { testReadRecvRegion(t, f) })
+	t.Run("KeyedWrite", func(t *testing.T) { testKeyedWrite(t, f) })
+	t.Run("Revoke", func(t *testing.T) { testRevoke(t, f) })
+	t.Run("ReadWriteInOrder", func(t *testing.T) { testReadOrder(t, f) })
+	t.Run("ReadFailedPath", func(t *testing.T) { testReadFailedPath(t, f) })
+	t.Run("ReadFence", func(t *testing.T) { testReadFence(t, f) })
+	t.Run("ReadNoAllocs", func(t *testing.T) { testReadNoAllocs(t, f) })
 }
 
 const region = 1 * units.MiB

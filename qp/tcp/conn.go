@@ -165,6 +165,7 @@ type sendPath struct {
 	// they still hold send queue slots.
 	sq          []qp.SendWR
 	sqData      [][]byte // sq[i]'s payload, resolved by PostSend; nil once completed
+	answered    []bool   // sq[i] is a READ whose response has landed: only then may it complete successfully
 	head        int
 	n           int
 	sent        int
@@ -192,14 +193,28 @@ type sendPath struct {
 	harvested   *net.TCPConn
 
 	// Owned by the writer goroutine.
-	hdrs []([hdrLen]byte)
+	hdrs []([hdrMax]byte)
 	iov  [][]byte
 	bufs net.Buffers
 
 	// Owned by the reader goroutine.
-	br  *bufio.Reader
-	ack [ackLen]byte
+	br      *bufio.Reader
+	ack     [ackLen]byte
+	respN   [respLen - ackLen]byte // a READ response's length
+	scratch []byte                 // a READ response's bytes on their way to their destination
+
+	// READ responses land in their work requests' memory only while
+	// landOn is the connection they arrive on, and only under dmu: a
+	// failure or a fence clears landOn and takes dmu once (waiting for a
+	// copy in progress) before it completes the work requests, so that no
+	// byte of a READ lands once its completion can be seen.
+	landOn atomic.Pointer[net.TCPConn]
+	dmu    sync.Mutex
 }
+
+// respPiece is the most READ response bytes the reader copies at once
+// (through scratch, under dmu).
+const respPiece = 256 << 10
 
 var qpnSeq atomic.Uint32
 
@@ -350,8 +365,8 @@ func Dial(ctx context.Context, addr string, cfg DialConfig) (*Conn, error) {
 		c.infos[i] = info
 		c.paths[i] = &sendPath{
 			c: c, idx: i, conn: tc, qpn: info.QPN, doorbell: make(chan struct{}, 1),
-			sq: make([]qp.SendWR, cfg.MaxSendWR), sqData: make([][]byte, cfg.MaxSendWR), seqHead: 1,
-			hdrs: make([][hdrLen]byte, maxBatch), iov: make([][]byte, 0, 2*maxBatch),
+			sq: make([]qp.SendWR, cfg.MaxSendWR), sqData: make([][]byte, cfg.MaxSendWR), answered: make([]bool, cfg.MaxSendWR), seqHead: 1,
+			hdrs: make([][hdrMax]byte, maxBatch), iov: make([][]byte, 0, 2*maxBatch),
 			br: bufio.NewReaderSize(tc, 4096),
 		}
 	}
@@ -388,6 +403,7 @@ func readyPath(tc *net.TCPConn, retry time.Duration) error {
 // start starts p's writer and reader on conn. Called before the Conn is
 // returned, or by Reset with c.mu held and the Conn open.
 func (c *Conn) start(p *sendPath, conn *net.TCPConn) {
+	p.landOn.Store(conn)
 	p.wg.Add(2)
 	c.wg.Add(2)
 	go p.writeLoop(conn)
@@ -427,7 +443,7 @@ func (c *Conn) PathBytes(i int) units.Bytes {
 
 // Caps implements qp.Conn.
 func (c *Conn) Caps() qp.Caps {
-	return qp.Caps{CarriesData: true, MaxSendWR: c.maxWR, MaxMessageBytes: MaxMessageBytes}
+	return qp.Caps{CarriesData: true, MaxSendWR: c.maxWR, MaxMessageBytes: MaxMessageBytes, Read: true}
 }
 
 // Counters implements qp.Conn: Retransmits is the path's
@@ -503,6 +519,7 @@ func (c *Conn) PostSend(path int, wrs []qp.SendWR) (int, error) {
 		}
 		p.sq[i] = *wr
 		p.sqData[i] = data
+		p.answered[i] = false
 		p.n++
 		queued = true
 	}
@@ -514,11 +531,14 @@ func (c *Conn) PostSend(path int, wrs []qp.SendWR) (int, error) {
 // checkWR checks wrs[k] and returns its payload: the bytes of its send
 // region it names (nil for a zero-length WR).
 func (c *Conn) checkWR(k int, wr *qp.SendWR) ([]byte, error) {
-	if wr.Op != qp.OpWrite && wr.Op != qp.OpWriteImm {
-		return nil, fmt.Errorf("tcp: PostSend: wrs[%d].Op = %v (valid: WRITE, WRITE_WITH_IMM)", k, wr.Op)
+	if wr.Op != qp.OpWrite && wr.Op != qp.OpWriteImm && wr.Op != qp.OpRead {
+		return nil, fmt.Errorf("tcp: PostSend: wrs[%d].Op = %v (valid: WRITE, WRITE_WITH_IMM, RDMA_READ)", k, wr.Op)
 	}
 	if wr.Len < 0 || wr.Len > MaxMessageBytes {
 		return nil, fmt.Errorf("tcp: PostSend: wrs[%d].Len = %d B (valid: 0..%d)", k, wr.Len, MaxMessageBytes)
+	}
+	if wr.Op == qp.OpRead && wr.Len == 0 {
+		return nil, fmt.Errorf("tcp: PostSend: wrs[%d] is a zero-length READ (valid: 1 byte and up)", k)
 	}
 	if wr.Len == 0 {
 		return nil, nil
@@ -663,6 +683,7 @@ func (c *Conn) Close() error {
 // closes conn, and does nothing more if the path has already failed or the
 // Conn is closed.
 func (c *Conn) failPath(p *sendPath, conn *net.TCPConn, st qp.Status) {
+	p.stopLanding(conn)
 	c.harvest(p, conn)
 	c.mu.Lock()
 	changed := !c.closed && p.conn == conn && p.state == stateReady
@@ -732,9 +753,9 @@ func (p *sendPath) writeLoop(conn *net.TCPConn) {
 				j -= len(p.sq)
 			}
 			wr := &p.sq[j]
-			putHeader(&p.hdrs[i], wr, p.seqHead+uint32(p.sent+i))
-			iov = append(iov, p.hdrs[i][:])
-			if wr.Len > 0 {
+			h := putHeader(&p.hdrs[i], wr, p.seqHead+uint32(p.sent+i))
+			iov = append(iov, p.hdrs[i][:h])
+			if wr.Len > 0 && wr.Op != qp.OpRead { // a READ's memory is where its response lands
 				iov = append(iov, p.sqData[j])
 			}
 		}
@@ -775,11 +796,100 @@ func (p *sendPath) readLoop(conn *net.TCPConn) {
 			ok = c.onACK(p, seq)
 		case typ == typeNAK && syn == synRemoteAccess && p.ack[2]|p.ack[3] == 0:
 			ok = c.onNAK(p, seq)
+		case typ == typeReadResp && syn == 0 && p.ack[2]|p.ack[3] == 0:
+			var err error
+			if ok, err = c.onReadResp(p, conn, seq); err != nil {
+				c.failPath(p, conn, qp.StatusRetryExceeded)
+				return
+			}
 		}
 		if !ok {
 			c.failPath(p, conn, qp.StatusFatal)
 			return
 		}
+	}
+}
+
+// onReadResp reads the response to READ seq (its length follows the
+// frame's first 8 bytes) into the READ's memory and completes every WR up
+// to and including it. It reports false (ok) for a response the path does
+// not wait for (no READ of that length at seq), and an error when conn
+// fails while it reads.
+func (c *Conn) onReadResp(p *sendPath, conn *net.TCPConn, seq uint32) (ok bool, err error) {
+	if _, err := io.ReadFull(p.br, p.respN[:]); err != nil {
+		return true, err
+	}
+	length := uint32(p.respN[0])<<24 | uint32(p.respN[1])<<16 | uint32(p.respN[2])<<8 | uint32(p.respN[3])
+	c.mu.Lock()
+	k := seq - p.seqHead
+	if p.state != stateReady || uint64(k) >= uint64(p.sent) {
+		c.mu.Unlock()
+		return false, nil
+	}
+	j := p.head + int(k)
+	if j >= len(p.sq) {
+		j -= len(p.sq)
+	}
+	wr := &p.sq[j]
+	if wr.Op != qp.OpRead || uint64(wr.Len) != uint64(length) {
+		c.mu.Unlock()
+		return false, nil
+	}
+	dst := p.sqData[j]
+	c.mu.Unlock()
+	if p.scratch == nil {
+		p.scratch = make([]byte, respPiece)
+	}
+	for off := 0; off < len(dst); {
+		n := min(len(dst)-off, respPiece)
+		if _, err := io.ReadFull(p.br, p.scratch[:n]); err != nil {
+			return true, err
+		}
+		p.dmu.Lock()
+		if p.landOn.Load() == conn {
+			copy(dst[off:off+n], p.scratch[:n])
+		}
+		p.dmu.Unlock()
+		off += n
+	}
+	c.mu.Lock()
+	if k := seq - p.seqHead; p.state == stateReady && uint64(k) < uint64(p.sent) {
+		// (Still outstanding: nothing completed it while its bytes
+		// were read, as only this goroutine completes successfully.)
+		j := p.head + int(k)
+		if j >= len(p.sq) {
+			j -= len(p.sq)
+		}
+		p.answered[j] = true
+	}
+	c.mu.Unlock()
+	return c.onACK(p, seq), nil
+}
+
+// unanswered reports whether one of p's first k outstanding WRs is a READ
+// whose response has not landed: an acknowledgement that covers it breaks
+// the protocol (a receiver answers a READ before it acknowledges anything
+// after it). Called with c.mu held.
+func (p *sendPath) unanswered(k uint32) bool {
+	for i := uint32(0); i < k; i++ {
+		j := p.head + int(i)
+		if j >= len(p.sq) {
+			j -= len(p.sq)
+		}
+		if p.sq[j].Op == qp.OpRead && !p.answered[j] {
+			return true
+		}
+	}
+	return false
+}
+
+// stopLanding stops READ responses arriving on conn from landing, and
+// waits for a copy in progress: called before the path's work requests
+// are completed by anything but the reader's own acknowledgements.
+func (p *sendPath) stopLanding(conn *net.TCPConn) {
+	if p.landOn.CompareAndSwap(conn, nil) {
+		p.dmu.Lock()
+		p.dmu.Unlock() //nolint:staticcheck // a barrier: the reader's copy, if any, is over
 	}
 }
 
@@ -803,7 +913,7 @@ func (c *Conn) ackLocked(p *sendPath, seq uint32) (ok, completed bool) {
 		return true, false
 	}
 	k := seq - p.seqHead + 1
-	if k == 0 || uint64(k) > uint64(p.sent) {
+	if k == 0 || uint64(k) > uint64(p.sent) || p.unanswered(k) {
 		return false, false
 	}
 	if p.fencing {
@@ -840,7 +950,7 @@ func (c *Conn) nakLocked(p *sendPath, seq uint32) (ok, completed bool) {
 		return true, false
 	}
 	k := seq - p.seqHead
-	if uint64(k) >= uint64(p.sent) {
+	if uint64(k) >= uint64(p.sent) || p.unanswered(k) {
 		return false, false
 	}
 	if p.fencing {

@@ -38,8 +38,16 @@
 //   - Send queue depth → DialConfig.MaxSendWR per path. As in verbs, a WR
 //     holds its send-queue slot until its completion has been polled, so the
 //     completion queue (Paths × MaxSendWR entries) can never overflow.
-//   - Memory keys → none; the handshake authenticates the peer instead and
-//     the receiver checks every write against its region's bounds.
+//   - Memory keys → none for the receive region: the handshake
+//     authenticates the peer instead and the receiver checks every write
+//     against its region's bounds. Ranges the receiver exposes for
+//     one-sided access (Receiver.Expose, qp.Exposer) do have keys: random
+//     32-bit keys with random page-aligned base addresses, checked (key,
+//     range, right) on every keyed frame.
+//   - RDMA READ → a READ request frame (keyed, no payload), answered in
+//     frame order by a READ response frame on the path's connection: the
+//     bytes, read by the sender's reader straight into the READ's memory.
+//     The response acknowledges, like an ACK, every frame up to the READ.
 //
 // # Handshake
 //
@@ -136,15 +144,19 @@
 // Data frame: a 24-byte header followed by length payload bytes.
 //
 //	offset size field
-//	0      1    opcode: 1 = WRITE, 2 = WRITE WITH IMM
+//	0      1    opcode: 1 = WRITE, 2 = WRITE WITH IMM, 3 = READ (keyed),
+//	            4 = WRITE (keyed), 5 = WRITE WITH IMM (keyed)
 //	1      1    flags: 0 (receivers reject anything else)
 //	2      2    reserved: 0
 //	4      4    seq: the WR's sequence number on this path, 1 for the
 //	            first WR, +1 per WR, modulo 2^32
-//	8      8    remote: byte offset into the receive region
-//	16     4    length: payload bytes (0..MaxMessageBytes); 0 is a probe
-//	20     4    imm: the immediate (WRITE WITH IMM), 0 for WRITE
-//	24     len  payload
+//	8      8    remote: byte offset into the receive region; keyed: an
+//	            address in the key's space (qp.Exposure.Addr + offset)
+//	16     4    length: payload bytes (0..MaxMessageBytes); 0 is a probe;
+//	            READ: the bytes to read (1..MaxMessageBytes), no payload
+//	20     4    imm: the immediate (WRITE WITH IMM), 0 otherwise
+//	24     4    keyed frames only: the key (qp.Exposure.Key)
+//	24/28  len  payload (none for READ)
 //
 // Acknowledgement frame: 8 bytes.
 //
@@ -155,6 +167,20 @@
 //	4      4    seq: ACK: every WR up to and including seq has been
 //	            applied (cumulative); NAK: the WR that failed (every WR
 //	            before it was applied)
+//
+// READ response frame: a 12-byte header followed by the bytes read.
+//
+//	offset size field
+//	0      1    type: 0x83
+//	1      3    0
+//	4      4    seq: the READ's sequence number; like an ACK it
+//	            acknowledges every WR up to and including it
+//	8      4    length: the READ's length
+//	12     len  the bytes
+//
+// A sender refuses (as a protocol violation) a response that answers no
+// outstanding READ of that length, and an ACK or NAK that covers a READ
+// whose response has not arrived.
 //
 // # Ordering and acknowledgement
 //
@@ -172,7 +198,10 @@
 // # Failure semantics
 //
 // Remote access: a frame whose [remote, remote+length) is not inside the
-// receive region is not applied (its payload is read and discarded, the
+// receive region, or a keyed frame whose key is unknown or revoked, whose
+// range is not inside the key's exposure, or that lacks the exposure's
+// right (a READ of a write-only range, a write to a read-only one), is not
+// applied (its payload is read and discarded, the
 // region is unchanged and no receive completion is produced). The receiver
 // answers NAK. The sender completes that WR with StatusRemoteAccess and
 // every later outstanding WR of the path with StatusFlushed, and the path
@@ -241,7 +270,7 @@
 //
 // # Capabilities
 //
-// CarriesData is true. Timestamps is false: completions carry At = 0 and
+// CarriesData and Read are true. Timestamps is false: completions carry At = 0 and
 // the driver stamps them with its poll time. There are no ECN or CNP
 // counters (TCP's own ECN, where enabled, is handled inside the kernel's
 // congestion control and not surfaced), so ECNCounters and CNPCounters are

@@ -85,6 +85,13 @@ type Receiver struct {
 	held    int         // completions held back on every path; guarded by mu
 	next    int         // the path Poll refills from first; guarded by mu
 
+	// The ranges exposed to the sender (qp.Exposer, expose.go), by key.
+	// The readers copy from and into them under the read lock, a piece at
+	// a time; RevokeKey takes the write lock, so once it returns no copy
+	// of the range is in progress or can start.
+	expMu sync.RWMutex
+	exps  map[uint32]*exposure
+
 	// regionLock serialises the paths' writes into the region, in race
 	// builds only. Two paths may write the same bytes concurrently (a
 	// chunk requeued to another path while its first attempt still lands,
@@ -96,6 +103,7 @@ type Receiver struct {
 
 var (
 	_ qp.Receiver = (*Receiver)(nil)
+	_ qp.Exposer  = (*Receiver)(nil)
 	_ Notifier    = (*Receiver)(nil)
 )
 
@@ -137,14 +145,16 @@ type recvPath struct {
 
 	// Owned by the reader goroutine. A rejoin resets them between one
 	// reader's exit and the next one's start.
-	br     *bufio.Reader
-	hdr    [hdrLen]byte
-	expect uint32
+	br      *bufio.Reader
+	hdr     [hdrMax]byte
+	expect  uint32
+	scratch []byte // keyed frames' bytes on their way to or from an exposed range (respPiece)
 
 	// Acknowledgements: the reader and, when Poll releases held
 	// completions, the path's acker both write them, under wmu.
 	wmu   sync.Mutex
 	ack   [ackLen]byte  // guarded by wmu
+	resp  [respLen]byte // guarded by wmu
 	acked uint32        // the last sequence number acknowledged; guarded by wmu
 	last  atomic.Uint32 // the last frame applied (its completion queued or held)
 	kick  chan struct{} // wakes the acker: Poll released held completions
@@ -543,7 +553,14 @@ func (p *recvPath) nextFrameBuffered() bool {
 	if err != nil {
 		return false
 	}
-	return n-hdrLen >= int(binary.BigEndian.Uint32(h[16:]))
+	hl, pay := hdrLen, int(binary.BigEndian.Uint32(h[16:]))
+	if keyed(h[0]) {
+		hl = hdrMax
+	}
+	if h[0] == opRead {
+		pay = 0
+	}
+	return n-hl >= pay
 }
 
 // readLoop applies the path's frames from conn until the connection ends or
@@ -581,29 +598,48 @@ func (p *recvPath) readLoop(conn *net.TCPConn, exited chan struct{}) {
 		if p.paused.Load() && !r.waitPaused(p, conn) {
 			return
 		}
-		if _, err := io.ReadFull(p.br, p.hdr[:]); err != nil {
+		if _, err := io.ReadFull(p.br, p.hdr[:hdrLen]); err != nil {
 			return
+		}
+		if keyed(p.hdr[0]) {
+			if _, err := io.ReadFull(p.br, p.hdr[hdrLen:]); err != nil {
+				return
+			}
 		}
 		if p.fenced.Load() {
 			return
 		}
 		raceRecv()
 		h := parseHeader(p.hdr[:])
-		if (h.op != opWrite && h.op != opWriteImm) || h.flags != 0 || h.seq != p.expect || units.Bytes(h.length) > MaxMessageBytes {
+		if !validOp(h.op) || h.flags != 0 || h.seq != p.expect || units.Bytes(h.length) > MaxMessageBytes || (h.op == opRead && h.length == 0) {
 			return
+		}
+		if keyed(h.op) {
+			h.key = binary.BigEndian.Uint32(p.hdr[hdrLen:])
 		}
 		p.expect++
 		if errored {
 			// After a NAK the path is in the error state: discard
 			// until the sender half-closes.
-			if _, err := p.br.Discard(int(h.length)); err != nil {
+			if _, err := p.br.Discard(int(h.payload())); err != nil {
 				return
 			}
 			continue
 		}
-		if h.remote > size || uint64(h.length) > size-h.remote {
-			if _, err := p.br.Discard(int(h.length)); err != nil {
+		refused, consumed := false, false
+		if keyed(h.op) {
+			var err error
+			if refused, consumed, err = p.keyed(conn, &h); err != nil {
 				return
+			}
+		} else {
+			refused = h.remote > size || uint64(h.length) > size-h.remote
+		}
+		if refused {
+			if !consumed {
+				if _, err := p.br.Discard(int(h.payload())); err != nil {
+					return
+				}
 			}
 			// The NAK acknowledges every earlier frame, so it waits
 			// until their completions are queued.
@@ -616,7 +652,8 @@ func (p *recvPath) readLoop(conn *net.TCPConn, exited chan struct{}) {
 			}
 			continue
 		}
-		if h.length > 0 {
+		if keyed(h.op) { // done by p.keyed: the response sent, the bytes applied
+		} else if h.length > 0 {
 			if raceEnabled {
 				r.regionLock.Lock()
 			}
@@ -629,7 +666,7 @@ func (p *recvPath) readLoop(conn *net.TCPConn, exited chan struct{}) {
 			}
 			p.applied.Add(int64(h.length))
 		}
-		if h.op == opWriteImm {
+		if h.op == opWriteImm || h.op == opWriteImmKey {
 			if !r.deliver(p, h.seq, h.imm, h.length) {
 				return
 			}

@@ -134,6 +134,9 @@ func (c *Conn) ResetContext(ctx context.Context, path int) error {
 // failure that arrived meanwhile takes effect now, and a healthy
 // connection's writer resumes.
 func (c *Conn) endFence(p *sendPath, old *net.TCPConn, fenced bool) {
+	if fenced {
+		p.stopLanding(old) // before the flush: no READ response of old lands after it
+	}
 	c.mu.Lock()
 	p.fencing = false
 	if fenced {

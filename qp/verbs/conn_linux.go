@@ -277,7 +277,10 @@ func (c *Conn) setup(ctx context.Context, nics []*nic) error {
 	}
 	c.allocArrays()
 	c.caps = qp.Caps{CarriesData: true, MaxSendWR: q.MaxSendWR, MaxInlineData: q.MaxInline, MaxMessageBytes: c.maxMsg,
-		Timestamps: true, HWRateLimit: true, ECNCounters: true, CNPCounters: true}
+		Timestamps: true, HWRateLimit: true, ECNCounters: true, CNPCounters: true, Read: true, MaxReadWR: maxRdAtomic}
+	for _, p := range c.sp {
+		c.caps.MaxReadWR = min(c.caps.MaxReadWR, p.q.rdOut)
+	}
 	for _, g := range c.groups {
 		d := g.nic.dev
 		c.caps.Timestamps = c.caps.Timestamps && g.ts != tsNone
@@ -439,6 +442,9 @@ func (c *Conn) post(path int, wrs []qp.SendWR, check bool) (int, error) {
 			d.len = C.uint32_t(w.Len)
 			d.lkey = C.uint32_t(p.lkey)
 			d.rkey = C.uint32_t(p.rkey)
+			if w.RKey != 0 { // an exposed range: Remote is its address (qp.Exposure)
+				d.raddr, d.rkey = C.uint64_t(w.Remote), C.uint32_t(w.RKey)
+			}
 			d.imm = C.uint32_t(w.Imm)
 			d.op = C.uint32_t(w.Op)
 			d.flags = 0
@@ -462,8 +468,10 @@ func (c *Conn) post(path int, wrs []qp.SendWR, check bool) (int, error) {
 
 func (c *Conn) checkWR(i int, w *qp.SendWR, sendLen units.Bytes) error {
 	switch {
-	case w.Op != qp.OpWrite && w.Op != qp.OpWriteImm:
-		return fmt.Errorf("verbs: PostSend: wr[%d].Op = %v, want WRITE or WRITE_WITH_IMM", i, w.Op)
+	case w.Op != qp.OpWrite && w.Op != qp.OpWriteImm && w.Op != qp.OpRead:
+		return fmt.Errorf("verbs: PostSend: wr[%d].Op = %v, want WRITE, WRITE_WITH_IMM or RDMA_READ", i, w.Op)
+	case w.Op == qp.OpRead && w.Len == 0:
+		return fmt.Errorf("verbs: PostSend: wr[%d] is a zero-length READ (valid: 1 byte and up)", i)
 	case w.Len < 0 || w.Len > c.maxMsg:
 		return fmt.Errorf("verbs: PostSend: wr[%d].Len = %d, want 0..%d (the ports' max_msg_sz)", i, int64(w.Len), int64(c.maxMsg))
 	case w.Len == 0 && w.Op == qp.OpWrite:

@@ -117,6 +117,12 @@ type DeviceCaps struct {
 	MaxSRQWR          int
 	MaxMR             int
 	MaxMW             int
+	// MaxQPRdAtom is how many RDMA READs a QP answers at once as a
+	// responder (max_qp_rd_atom: the most max_dest_rd_atomic may be);
+	// MaxQPInitRdAtom how many it keeps outstanding as a requester
+	// (max_qp_init_rd_atom: the most max_rd_atomic may be).
+	MaxQPRdAtom     int
+	MaxQPInitRdAtom int
 }
 
 // Device is one RDMA device as seen through libibverbs, rdma netlink and

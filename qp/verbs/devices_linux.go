@@ -113,6 +113,8 @@ func capsOf(a *C.struct_ibv_device_attr_ex) DeviceCaps {
 		MaxSRQWR:          int(o.max_srq_wr),
 		MaxMR:             int(o.max_mr),
 		MaxMW:             int(o.max_mw),
+		MaxQPRdAtom:       int(o.max_qp_rd_atom),
+		MaxQPInitRdAtom:   int(o.max_qp_init_rd_atom),
 	}
 }
 

@@ -193,7 +193,17 @@ type qpEnd struct {
 	maxWR  int
 	inline int
 	health *health
+	rdOut  int // max_rd_atomic: READs the QP keeps outstanding as a requester
 }
+
+// maxRdAtomic is the most RDMA READs mptx lets a QP have outstanding, as a
+// requester (max_rd_atomic) and as a responder (max_dest_rd_atomic), below
+// the device's own limits (ConnectX: 16 each; rdma_rxe: 128).
+const maxRdAtomic = 16
+
+// rdAtomic returns min(maxRdAtomic, device limit), at least 1 (a device
+// that reports 0 takes 1).
+func rdAtomic(dev int) int { return max(1, min(maxRdAtomic, dev)) }
 
 // createQP creates an RC QP in the group (ibv_create_qp(3)) and moves it to
 // INIT (ibv_modify_qp(3)) with the given remote access.
@@ -249,11 +259,12 @@ func (g *group) connect(q *qpEnd, remote bootstrap.Endpoint, mtu units.Bytes, fl
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(dgid)), 16), remote.GID[:])
 	rc := C.mptx_qp_rtr(q.qp, C.uint8_t(n.port.Num), C.int(n.gid.Index), dgid, C.uint32_t(remote.QPN),
 		C.uint32_t(remote.PSN), C.int(mtuEnum(mtu)), C.uint32_t(fl), C.uint8_t(cfg.TrafficClass),
-		C.uint8_t(cfg.HopLimit), C.uint8_t(rnrCode(cfg.MinRNRTimer)))
+		C.uint8_t(cfg.HopLimit), C.uint8_t(rnrCode(cfg.MinRNRTimer)), C.uint8_t(rdAtomic(n.dev.Caps.MaxQPRdAtom)))
 	if rc != 0 {
 		return callErr("ibv_modify_qp(RTR)", name, rc)
 	}
-	rc = C.mptx_qp_rts(q.qp, C.uint32_t(q.psn), C.uint8_t(timeoutExp(cfg.Timeout)), C.uint8_t(cfg.RetryCount), C.uint8_t(cfg.RNRRetry))
+	q.rdOut = rdAtomic(n.dev.Caps.MaxQPInitRdAtom)
+	rc = C.mptx_qp_rts(q.qp, C.uint32_t(q.psn), C.uint8_t(timeoutExp(cfg.Timeout)), C.uint8_t(cfg.RetryCount), C.uint8_t(cfg.RNRRetry), C.uint8_t(q.rdOut))
 	if rc != 0 {
 		return callErr("ibv_modify_qp(RTS)", name, rc)
 	}

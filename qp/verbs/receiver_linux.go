@@ -176,8 +176,12 @@ type Receiver struct {
 	access  Access
 	grants  []*node // AccessMR: the region's MRs, closed by Revoke (windows are per path: rp[i].window)
 	revoked bool
-	closed  bool
-	cleanup runtime.Cleanup
+	// exps are the ranges exposed to the sender (Expose, expose_linux.go):
+	// each key's memory regions, one per NIC. Guarded by mu.
+	exps      map[uint32][]*node
+	expClosed bool
+	closed    bool
+	cleanup   runtime.Cleanup
 
 	// The control goroutine reads the control connection during the
 	// transfer: announcements go to transfers, path resets are done on
@@ -200,6 +204,14 @@ type recvPath struct {
 
 var _ qp.Receiver = (*Receiver)(nil)
 var _ qp.Notifier = (*Receiver)(nil)
+var _ qp.Exposer = (*Receiver)(nil)
+
+// recvQPAccess is the receiving QPs' remote access (ibv_modify_qp(3)
+// qp_access_flags): the sender may write (the region, keyed ranges) and
+// read (ranges exposed with AccessRead). The QP flags only let a request
+// in: each memory region or window still decides what it allows (the
+// receive region is never readable).
+const recvQPAccess = C.IBV_ACCESS_LOCAL_WRITE | C.IBV_ACCESS_REMOTE_WRITE | C.IBV_ACCESS_REMOTE_READ
 
 func (r *Receiver) setup(ctx context.Context, nics []*nic) error {
 	cfg := r.cfg
@@ -282,7 +294,7 @@ func (r *Receiver) connect(ctx context.Context, nics []*nic) error {
 	qs := make([]*qpEnd, len(o.Paths))
 	for i, sp := range o.Paths {
 		g := gOf[int(sp.NIC)%len(nics)]
-		q, err := g.createQP(g.ctl, g.cq, g.srq, 8, 0, C.IBV_ACCESS_LOCAL_WRITE|C.IBV_ACCESS_REMOTE_WRITE)
+		q, err := g.createQP(g.ctl, g.cq, g.srq, 8, 0, recvQPAccess)
 		if err != nil {
 			return err
 		}
@@ -439,7 +451,7 @@ func (r *Receiver) resetPath(m *bootstrap.ResetPath) *bootstrap.ResetAck {
 	p.q.psn = randPSN()
 	remote := r.offer.Paths[i]
 	remote.PSN = m.PSN
-	if err := p.g.reconnect(p.q, C.IBV_ACCESS_LOCAL_WRITE|C.IBV_ACCESS_REMOTE_WRITE, remote, p.mtu, p.fl, r.cfg.QP); err != nil {
+	if err := p.g.reconnect(p.q, recvQPAccess, remote, p.mtu, p.fl, r.cfg.QP); err != nil {
 		ack.Message = err.Error()
 		return ack
 	}
@@ -732,7 +744,7 @@ func (r *Receiver) teardown() error {
 	if r.in != nil {
 		r.in.Close()
 	}
-	errs = append(errs, r.Revoke())
+	errs = append(errs, r.Revoke(), r.closeExposures())
 	r.nt.stop()
 	for _, n := range r.nodes {
 		errs = append(errs, n.close())

@@ -39,6 +39,8 @@ struct mptx_post_res mptx_post_send(struct ibv_qp *qp, const struct mptx_wr *in,
 		if (s->op == MPTX_OP_WRITE_IMM) {
 			w->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
 			w->imm_data = htonl(s->imm);
+		} else if (s->op == MPTX_OP_READ) {
+			w->opcode = IBV_WR_RDMA_READ;
 		} else {
 			w->opcode = IBV_WR_RDMA_WRITE;
 		}
@@ -258,14 +260,14 @@ int mptx_qp_init(struct ibv_qp *qp, uint8_t port, int access) {
 // RoCE: the address vector is global (GRH) and names the peer by GID.
 int mptx_qp_rtr(struct ibv_qp *qp, uint8_t port, int sgid_index, const uint8_t *dgid,
                 uint32_t dqpn, uint32_t rq_psn, int mtu, uint32_t flow_label,
-                uint8_t tclass, uint8_t hop_limit, uint8_t min_rnr_timer) {
+                uint8_t tclass, uint8_t hop_limit, uint8_t min_rnr_timer, uint8_t max_dest_rd_atomic) {
 	struct ibv_qp_attr a;
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTR;
 	a.path_mtu = (enum ibv_mtu)mtu;
 	a.dest_qp_num = dqpn;
 	a.rq_psn = rq_psn;
-	a.max_dest_rd_atomic = 1;
+	a.max_dest_rd_atomic = max_dest_rd_atomic;
 	a.min_rnr_timer = min_rnr_timer;
 	a.ah_attr.is_global = 1;
 	memcpy(a.ah_attr.grh.dgid.raw, dgid, 16);
@@ -280,7 +282,7 @@ int mptx_qp_rtr(struct ibv_qp *qp, uint8_t port, int sgid_index, const uint8_t *
 }
 
 int mptx_qp_rts(struct ibv_qp *qp, uint32_t sq_psn, uint8_t timeout, uint8_t retry_cnt,
-                uint8_t rnr_retry) {
+                uint8_t rnr_retry, uint8_t max_rd_atomic) {
 	struct ibv_qp_attr a;
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
@@ -288,7 +290,7 @@ int mptx_qp_rts(struct ibv_qp *qp, uint32_t sq_psn, uint8_t timeout, uint8_t ret
 	a.retry_cnt = retry_cnt;
 	a.rnr_retry = rnr_retry;
 	a.sq_psn = sq_psn;
-	a.max_rd_atomic = 1;
+	a.max_rd_atomic = max_rd_atomic;
 	errno = 0;
 	return errno_of(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 	                              IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC));

@@ -17,6 +17,7 @@
 enum {
 	MPTX_OP_WRITE = 1,      // mirrors qp.OpWrite
 	MPTX_OP_WRITE_IMM = 2,  // mirrors qp.OpWriteImm
+	MPTX_OP_READ = 4,       // mirrors qp.OpRead
 	MPTX_MAX_CQ = 32,       // CQs in one poll set (one per NIC)
 	MPTX_TS_NONE = 0,
 	MPTX_TS_RAW = 1,        // IBV_WC_EX_WITH_COMPLETION_TIMESTAMP (device cycles)
@@ -93,9 +94,9 @@ struct ibv_srq *mptx_create_srq(struct ibv_pd *pd, uint32_t max_wr);
 int mptx_qp_init(struct ibv_qp *qp, uint8_t port, int access);
 int mptx_qp_rtr(struct ibv_qp *qp, uint8_t port, int sgid_index, const uint8_t *dgid,
                 uint32_t dqpn, uint32_t rq_psn, int mtu, uint32_t flow_label,
-                uint8_t tclass, uint8_t hop_limit, uint8_t min_rnr_timer);
+                uint8_t tclass, uint8_t hop_limit, uint8_t min_rnr_timer, uint8_t max_dest_rd_atomic);
 int mptx_qp_rts(struct ibv_qp *qp, uint32_t sq_psn, uint8_t timeout, uint8_t retry_cnt,
-                uint8_t rnr_retry);
+                uint8_t rnr_retry, uint8_t max_rd_atomic);
 int mptx_qp_state(struct ibv_qp *qp);
 int mptx_qp_to_error(struct ibv_qp *qp);
 int mptx_qp_reset(struct ibv_qp *qp);

@@ -189,6 +189,14 @@ func (r *Receiver) Notify() <-chan struct{} { return closedChan }
 // Revoke does nothing.
 func (r *Receiver) Revoke() error { return nil }
 
+// Expose fails: verbs is not supported here.
+func (r *Receiver) Expose([]byte, qp.Access) (qp.Exposure, error) {
+	return qp.Exposure{}, errNotSupported
+}
+
+// RevokeKey fails: verbs is not supported here.
+func (r *Receiver) RevokeKey(uint32) error { return errNotSupported }
+
 // AwaitTransfer returns errNotSupported.
 func (r *Receiver) AwaitTransfer(context.Context) (*Transfer, error) { return nil, errNotSupported }
 

@@ -54,6 +54,17 @@ func vmFactory(t testing.TB, paths int, region units.Bytes) *qptest.Env {
 		Progress: runtime.Gosched,
 		Timeout:  30 * time.Second,
 		Fail:     p.conn.breakPath,
+		Alloc: func(n units.Bytes) []byte { // exposed memory: outside the Go heap
+			mem, err := unix.Mmap(-1, 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// (Unmapped before the pair's Close deregisters the
+			// exposures: harmless, a registration pins its pages until
+			// it is deregistered.)
+			t.Cleanup(func() { _ = unix.Munmap(mem) })
+			return mem
+		},
 	}
 }
 

@@ -66,21 +66,27 @@ type Conn struct {
 	closed bool
 }
 
-// Receiver is the receiving side. It implements qp.Receiver.
+// Receiver is the receiving side. It implements qp.Receiver, and
+// qp.Exposer for the sender's READs and keyed writes (which its QPs check
+// through sim.AccessChecker).
 type Receiver struct {
 	qps    []*sim.QP
 	cq     ring
 	notify func()
 	closed bool
+	exps   map[uint32]qp.Exposure
+	draw   uint64 // splitmix64 state for keys and addresses
 }
 
 var (
-	_ qp.Conn        = (*Conn)(nil)
-	_ qp.RateLimiter = (*Conn)(nil)
-	_ qp.INTReader   = (*Conn)(nil)
-	_ qp.Receiver    = (*Receiver)(nil)
-	_ sim.QPHandler  = (*Conn)(nil)
-	_ sim.QPHandler  = (*Receiver)(nil)
+	_ qp.Conn           = (*Conn)(nil)
+	_ qp.RateLimiter    = (*Conn)(nil)
+	_ qp.INTReader      = (*Conn)(nil)
+	_ qp.Receiver       = (*Receiver)(nil)
+	_ qp.Exposer        = (*Receiver)(nil)
+	_ sim.AccessChecker = (*Receiver)(nil)
+	_ sim.QPHandler     = (*Conn)(nil)
+	_ sim.QPHandler     = (*Receiver)(nil)
 )
 
 // Connect creates opts.QPs connected queue-pair pairs between hosts src
@@ -105,7 +111,7 @@ func Connect(net *sim.Network, src, dst *sim.Host, opts Options) (*Conn, *Receiv
 	}
 	rails := min(len(src.NICs()), len(dst.NICs()))
 	c := &Conn{net: net}
-	r := &Receiver{}
+	r := &Receiver{exps: map[uint32]qp.Exposure{}, draw: uint64(src.NIC(0).ID())<<32 | uint64(dst.NIC(0).ID())}
 	for i := 0; i < n; i++ {
 		rail := i % rails
 		if opts.Rails != nil {
@@ -122,7 +128,7 @@ func Connect(net *sim.Network, src, dst *sim.Host, opts Options) (*Conn, *Receiv
 		if err != nil {
 			return nil, nil, err
 		}
-		rq, err := dst.NIC(rail).NewQP(sim.QPConfig{Handler: r, Path: i, Region: opts.Region})
+		rq, err := dst.NIC(rail).NewQP(sim.QPConfig{Handler: r, Path: i, Region: opts.Region, Access: r})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -253,14 +259,18 @@ func (c *Conn) INT(id uint64, dst []qp.INTHop) int {
 	return 0
 }
 
-// Counters implements qp.Conn: CNPs the requester received, CE-marked
-// packets the responder saw and go-back-N retransmissions.
+// Counters implements qp.Conn: CE-marked packets the responder saw (the
+// requests and writes) plus the READ responses the requester saw marked;
+// CNPs the requester received for its requests and writes plus those it
+// sent, as the notification point, for marked READ responses (the signal
+// a pull's congestion control reacts to, as np_cnp_sent on a ConnectX);
+// and go-back-N retransmissions.
 func (c *Conn) Counters(path int) (qp.Counters, error) {
 	if path < 0 || path >= len(c.qps) {
 		return qp.Counters{}, errBadPath
 	}
 	s, r := c.qps[path].Counters(), c.rqps[path].Counters()
-	return qp.Counters{ECNMarked: r.ECNMarked, CNPReceived: s.CNPsReceived, Retransmits: s.Retransmits}, nil
+	return qp.Counters{ECNMarked: r.ECNMarked + s.ECNMarked, CNPReceived: s.CNPsReceived + s.CNPsSent, Retransmits: s.Retransmits}, nil
 }
 
 // SetRate implements qp.RateLimiter (ibv_modify_qp_rate_limit(3)); 0 or
@@ -286,13 +296,14 @@ func (c *Conn) Reset(path int) error {
 
 // Caps implements qp.Conn.
 func (c *Conn) Caps() qp.Caps {
-	depth := 0
+	depth, rd := 0, 0
 	if len(c.qps) > 0 {
 		depth = c.qps[0].SendQueueDepth()
+		rd = c.qps[0].NIC().Config().MaxRdAtomic
 	}
 	return qp.Caps{
 		CarriesData: false, Timestamps: true, ECNCounters: true, CNPCounters: true, INT: true,
-		HWRateLimit: true, MaxSendWR: depth, MaxMessageBytes: sim.MaxMessage,
+		HWRateLimit: true, MaxSendWR: depth, MaxMessageBytes: sim.MaxMessage, Read: true, MaxReadWR: rd,
 	}
 }
 
@@ -347,10 +358,67 @@ func (r *Receiver) Poll(dst []qp.Completion) (int, error) {
 // Region implements qp.Receiver: the simulator carries no data.
 func (r *Receiver) Region() []byte { return nil }
 
-// Close implements qp.Receiver. It is idempotent.
+// Close implements qp.Receiver; it revokes every exposure. It is
+// idempotent.
 func (r *Receiver) Close() error {
 	r.closed = true
+	clear(r.exps)
 	return nil
+}
+
+// Expose implements qp.Exposer. The simulator carries no data: only
+// len(mem) matters (ExposeRange exposes a length without memory).
+func (r *Receiver) Expose(mem []byte, access qp.Access) (qp.Exposure, error) {
+	return r.ExposeRange(units.Bytes(len(mem)), access)
+}
+
+// ExposeRange exposes n bytes that exist only as a length: a key and a
+// page-aligned address drawn from the receiver's seeded sequence (the
+// same construction gives the same keys).
+func (r *Receiver) ExposeRange(n units.Bytes, access qp.Access) (qp.Exposure, error) {
+	if r.closed {
+		return qp.Exposure{}, qp.ErrClosed
+	}
+	if access == 0 || access&^qp.AccessMask != 0 {
+		return qp.Exposure{}, fmt.Errorf("simqp: Expose: access %#x (valid: AccessRead, AccessWrite or both)", uint8(access))
+	}
+	if n <= 0 || n > units.TiB {
+		return qp.Exposure{}, fmt.Errorf("simqp: Expose: %d bytes (valid: 1 byte to 1 TiB)", int64(n))
+	}
+	var key uint32
+	for key == 0 || r.exps[key].Key != 0 {
+		key = uint32(r.next())
+	}
+	e := qp.Exposure{Key: key, Addr: 1<<32 + r.next()%(1<<34)<<12, Len: n, Access: access}
+	r.exps[key] = e
+	return e, nil
+}
+
+func (r *Receiver) next() uint64 {
+	r.draw += 0x9e3779b97f4a7c15
+	z := r.draw
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// RevokeKey implements qp.Exposer: the responder QPs refuse key from now on.
+func (r *Receiver) RevokeKey(key uint32) error {
+	if r.exps[key].Key == 0 {
+		return fmt.Errorf("simqp: Revoke: key %#x is not exposed", key)
+	}
+	delete(r.exps, key)
+	return nil
+}
+
+// Allowed implements sim.AccessChecker for the receiver's QPs.
+func (r *Receiver) Allowed(key uint32, addr, n int64, need qp.Access) bool {
+	e, ok := r.exps[key]
+	if !ok || e.Access&need == 0 || addr < 0 || n < 0 || uint64(addr) < e.Addr {
+		return false
+	}
+	off := uint64(addr) - e.Addr
+	return off <= uint64(e.Len) && uint64(n) <= uint64(e.Len)-off
 }
 
 // Stepper is the driver contract: Step feeds everything that happened up to
