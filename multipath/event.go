@@ -102,6 +102,7 @@ const (
 	EvProbe                               // Path, RTT
 	EvCNP                                 // Path, ECN (CNPs in this reading)
 	EvPathSample                          // Path, Window, Rate, InFlight, SRTT, Bytes (cumulative acked): sampled on every chunk completion on Path
+	EvChunkPreempt                        // Transfer, Chunk, Path, Attempt, Bytes (unposted): a higher-priority chunk on Path sets this one's unposted rest aside until it is posted
 )
 
 // String returns the kind's name.
@@ -131,6 +132,8 @@ func (k EventKind) String() string {
 		return "cnp"
 	case EvPathSample:
 		return "path-sample"
+	case EvChunkPreempt:
+		return "chunk-preempt"
 	}
 	return "unknown"
 }

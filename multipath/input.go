@@ -307,7 +307,16 @@ func (e *Engine) timeout(p *path) time.Duration {
 // paths whose state changed since the last call (sets.go).
 func (e *Engine) Deadline() vtime.Time {
 	e.refreshDeadlines()
-	if d := e.dlTree[1]; d != vtime.Never {
+	d := e.dlTree[1]
+	if e.spillAt != 0 {
+		// A tier spill under way (tier.go) matters while chunks wait.
+		if e.pendingN == 0 {
+			e.spillAt = 0
+		} else {
+			d = min(d, e.spillAt)
+		}
+	}
+	if d != vtime.Never {
 		return d
 	}
 	return 0

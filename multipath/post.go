@@ -78,7 +78,7 @@ func (e *Engine) Actions(now vtime.Time, dst []Action) int {
 			e.rrPath = 0
 		}
 		if n < len(dst) && e.pendingN > 0 && (e.repick || progress) {
-			if i := e.pick(now); i >= 0 && e.assign(now, i) {
+			if i, cls := e.pick(now); i >= 0 && e.assign(now, i, cls) {
 				progress = true
 			} else {
 				e.repick = false
@@ -139,9 +139,10 @@ func (e *Engine) computeSegFor(p *path) units.Bytes {
 // active chunk and is not held back by pacing.
 func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 	p := &e.paths[i]
-	t := &e.transfers[p.activeSlot]
-	ch := &t.chunks[p.activeChunk]
-	clen := chunkLen(&t.plan, int(p.activeChunk))
+	slot, idx := p.activeSlot, p.activeChunk
+	t := &e.transfers[slot]
+	ch := &t.chunks[idx]
+	clen := chunkLen(&t.plan, int(idx))
 	moved := false
 	win := p.win
 	// Cheap checks first: a path whose window or send queue is full needs
@@ -164,7 +165,7 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 	}
 	var sent units.Bytes
 	paced := false
-	chOff := chunkOff(&t.plan, int(p.activeChunk))
+	chOff := chunkOff(&t.plan, int(idx))
 	for n < len(dst) && ch.posted < clen {
 		seg := min(segMax, clen-ch.posted)
 		// A completion comes only after a whole work request crossed, so
@@ -186,15 +187,15 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 		sent += seg
 		off := chOff + ch.posted
 		last := ch.posted+seg == clen
-		id, _ := e.allocWork(workSegment, i, p.activeSlot, p.activeChunk, ch.attempt, seg, now)
+		id, _ := e.allocWork(workSegment, i, slot, idx, ch.attempt, seg, now)
 		a := &dst[n]
 		*a = Action{
-			Kind: ActPost, Path: i, WorkID: id, Transfer: t.id, Chunk: p.activeChunk,
+			Kind: ActPost, Path: i, WorkID: id, Transfer: t.id, Chunk: idx,
 			Offset: off, Local: t.local + off, Remote: t.remote + off, Len: seg, Attempt: ch.attempt,
 		}
 		if last {
 			a.HasImm = true
-			a.ImmData, _ = chunk.EncodeImm(t.tag, p.activeChunk)
+			a.ImmData, _ = chunk.EncodeImm(t.tag, idx)
 		}
 		n++
 		ch.posted += seg
@@ -203,9 +204,9 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 		moved = true
 		if last {
 			ch.status = chunkPosted
-			e.setActive(i, false)
+			e.endActive(i) // a chunk set aside goes on (priority.go)
 			if ch.acked >= clen { // completions raced ahead (cannot happen on RC, but be exact)
-				e.chunkDone(now, p.activeSlot, p.activeChunk, i, 0)
+				e.chunkDone(now, slot, idx, i, 0)
 			}
 		}
 	}

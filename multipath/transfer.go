@@ -23,14 +23,19 @@ func (e *Engine) Submit(now vtime.Time, spec TransferSpec) (int, chunk.Plan, err
 	if spec.Local < 0 || spec.Remote < 0 {
 		return 0, chunk.Plan{}, fmt.Errorf("multipath: transfer %d: Local %d / Remote %d offsets must be >= 0", spec.ID, spec.Local, spec.Remote)
 	}
+	if err := checkPriority(spec.ID, spec.Priority); err != nil {
+		return 0, chunk.Plan{}, err
+	}
 	for i := range e.transfers {
 		if t := &e.transfers[i]; (t.live || t.held || t.draining) && t.id == spec.ID {
 			return 0, chunk.Plan{}, fmt.Errorf("%w: %d", ErrDuplicateID, spec.ID)
 		}
 	}
+	// The plan spreads a small tensor over the usable paths of the
+	// lowest tier that has one: the paths it will normally take.
 	usable := 0
-	for i := range e.paths {
-		if e.paths[i].state.usable() {
+	for m := e.lowestUsableTier(); m != 0; m &= m - 1 {
+		if e.paths[m.first()].state.usable() {
 			usable++
 		}
 	}
@@ -61,7 +66,7 @@ func (e *Engine) Submit(now vtime.Time, spec TransferSpec) (int, chunk.Plan, err
 	gen := t.gen + 1
 	*t = transfer{
 		gen: gen, tag: chunk.MakeTag(int(slot), gen), id: spec.ID, plan: plan, local: spec.Local, remote: spec.Remote,
-		chunks: chunks, reqHead: -1, reqTail: -1, startAt: now,
+		chunks: chunks, reqHead: -1, reqTail: -1, startAt: now, prio: spec.Priority,
 	}
 	if spec.Hold {
 		t.held = true
@@ -82,9 +87,9 @@ func (e *Engine) schedule(slot uint16) {
 	t := &e.transfers[slot]
 	t.live = true
 	e.active = append(e.active, slot)
+	e.addClassSlot(slot)
 	e.repick = true
-	e.pending += t.plan.Size
-	e.pendingN += t.plan.Count
+	e.addPending(t, t.plan.Size, t.plan.Count)
 }
 
 // Start schedules held transfer id (TransferSpec.Hold) at now, landing at
@@ -173,6 +178,7 @@ func (e *Engine) Abort(now vtime.Time, err error) {
 	for i := range e.paths {
 		p := &e.paths[i]
 		e.setState(i, PathDown)
+		e.dropSuspended(i)
 		e.setActive(i, false)
 		p.reason = "aborted"
 		p.fence, p.fencing = false, false
@@ -229,15 +235,17 @@ func (e *Engine) decide(now vtime.Time, slot uint16, err error) {
 			ch := &t.chunks[i]
 			if ch.status == chunkPending {
 				if i >= t.nextFresh || ch.queued {
-					e.pending -= chunkLen(&t.plan, i)
-					e.pendingN--
+					e.addPending(t, -chunkLen(&t.plan, i), -1)
 				}
 			}
 		}
 		for i := range e.paths {
 			p := &e.paths[i]
+			if p.hasSusp && p.suspSlot == slot {
+				e.dropSuspended(i)
+			}
 			if p.hasActive && p.activeSlot == slot {
-				e.setActive(i, false)
+				e.endActive(i)
 			}
 		}
 	}
@@ -249,17 +257,10 @@ func (e *Engine) decide(now vtime.Time, slot uint16, err error) {
 		if s == slot {
 			copy(e.active[j:], e.active[j+1:])
 			e.active = e.active[:len(e.active)-1]
-			if e.rr > j {
-				e.rr--
-			}
 			break
 		}
 	}
-	if len(e.active) > 0 {
-		e.rr %= len(e.active)
-	} else {
-		e.rr = 0
-	}
+	e.removeClassSlot(slot)
 	if t.out == 0 {
 		e.retire(now, slot)
 	}
