@@ -139,8 +139,8 @@ type Engine struct {
 
 	// Tiers (tier.go).
 	tiered   bool
-	tierSets []pathSet // paths per tier, lowest tier first
-	tierUpTo []pathSet // paths of tiers 0..k
+	tierSets []pathSet  // paths per tier, lowest tier first
+	tierUpTo []pathSet  // paths of tiers 0..k
 	tierOpen int        // highest tier index taking new chunks
 	spillAt  vtime.Time // when the next tier opens if the open ones still have no room
 

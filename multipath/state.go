@@ -147,17 +147,17 @@ type path struct {
 	fromDead    bool   // the outstanding probe is a dead path's slow retry
 	lastProbe   vtime.Time
 
-	hasActive    bool
-	activeSlot   uint16
-	activeChunk  uint32
-	activeCls    Priority // the active chunk's transfer's class
+	hasActive   bool
+	activeSlot  uint16
+	activeChunk uint32
+	activeCls   Priority // the active chunk's transfer's class
 	// A chunk of a lower class set aside by the active one (priority.go):
 	// its unposted segments go on once the active chunk is posted.
-	hasSusp   bool
-	suspCls   Priority
-	suspSlot  uint16
-	suspChunk uint32
-	tierIdx   uint8 // index of the path's tier in Engine.tierSets
+	hasSusp      bool
+	suspCls      Priority
+	suspSlot     uint16
+	suspChunk    uint32
+	tierIdx      uint8 // index of the path's tier in Engine.tierSets
 	inflight     units.Bytes
 	wrOut        int
 	blockedUntil vtime.Time // pacing: the active chunk's next segment may go then
