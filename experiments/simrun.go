@@ -24,8 +24,10 @@ import (
 // SimRun is the RunFunc that executes a run in the packet-level simulator
 // with the real driver: it builds the spec's fabric in a sim.World seeded
 // with the run's seed, opens one mptx connection (Sender, Receiver and
-// their simqp queue pairs) per (source, destination, class) of the run's
-// flows, submits each flow as a transfer at its start time, and records
+// their simqp queue pairs) per (source, destination, connection) of the
+// run's flows (Workload.Connection: by default tensor flows share one,
+// background flows another), submits each flow as a transfer of its
+// priority at its start time, and records
 // completions, switch and NIC counters and sampled time series.
 //
 // The policy maps onto the stack as follows: cc names the engine's
@@ -256,11 +258,12 @@ func (r *simRun) buildFabric() error {
 	return nil
 }
 
-// openConns creates one connection per (src, dst, class), in flow order.
+// openConns creates one connection per (src, dst, connection), in flow
+// order.
 func (r *simRun) openConns() error {
 	pol := r.run.Policy
 	for _, f := range r.tr.Flows {
-		k := connKey{f.Src, f.Dst, f.Class == ClassBackground}
+		k := connKey{f.Src, f.Dst, f.bgConn()}
 		if r.connOf[k] != nil {
 			continue
 		}
@@ -308,7 +311,7 @@ func (r *simRun) openConns() error {
 
 func (r *simRun) conn(i int) *simConn {
 	f := &r.tr.Flows[i]
-	return r.connOf[connKey{f.Src, f.Dst, f.Class == ClassBackground}]
+	return r.connOf[connKey{f.Src, f.Dst, f.bgConn()}]
 }
 
 // start submits flow i (or queues it if its connection has no free slot).
@@ -320,7 +323,8 @@ func (r *simRun) start(i int) {
 	}
 	f := &r.tr.Flows[i]
 	c := r.conn(i)
-	slot, plan, err := c.snd.Submit(now, multipath.TransferSpec{ID: multipath.TransferID(f.ID), Size: f.Size, ChunkSize: r.run.Policy.Chunk})
+	slot, plan, err := c.snd.Submit(now, multipath.TransferSpec{ID: multipath.TransferID(f.ID), Size: f.Size, ChunkSize: r.run.Policy.Chunk,
+		Priority: multipath.Priority(f.Priority)})
 	if errors.Is(err, multipath.ErrTooManyTransfers) {
 		c.queue = append(c.queue, i)
 		return

@@ -34,6 +34,26 @@ type Flow struct {
 	// PG and DPort are carried from ns-3 flow files into fct.txt.
 	PG    int `json:"pg,omitempty"`
 	DPort int `json:"dport,omitempty"`
+	// Priority is the flow's transfer priority (Workload.Priority).
+	Priority int `json:"priority,omitempty"`
+	// Conn names the connection that carries the flow (Workload.Connection);
+	// "" is its class's.
+	Conn string `json:"conn,omitempty"`
+}
+
+// Connections a flow can take (Workload.Connection).
+const (
+	ConnTensor     = "tensor"
+	ConnBackground = "background"
+)
+
+// bgConn reports whether f goes on its pair's background connection (one
+// queue pair) rather than the tensor connection.
+func (f *Flow) bgConn() bool {
+	if f.Conn != "" {
+		return f.Conn == ConnBackground
+	}
+	return f.Class == ClassBackground
 }
 
 // Trigger fires once Count signals (flow completions) have arrived
@@ -93,7 +113,8 @@ type generator struct {
 }
 
 func (gen *generator) add(src, dst int, size Size, start time.Duration) *Flow {
-	gen.tr.Flows = append(gen.tr.Flows, Flow{Src: src, Dst: dst, Size: size, Start: start, Class: gen.w.Class, Workload: gen.wi})
+	gen.tr.Flows = append(gen.tr.Flows, Flow{Src: src, Dst: dst, Size: size, Start: start, Class: gen.w.Class, Workload: gen.wi,
+		Priority: gen.w.Priority, Conn: gen.w.Connection})
 	return &gen.tr.Flows[len(gen.tr.Flows)-1]
 }
 
@@ -187,6 +208,7 @@ func (gen *generator) run() error {
 			}
 			f.Workload = gen.wi
 			f.Class = w.Class
+			f.Priority, f.Conn = w.Priority, w.Connection
 			f.Start += w.Start.D()
 			gen.tr.Flows = append(gen.tr.Flows, f)
 		}

@@ -251,7 +251,7 @@ func (e *Engine) assign(now vtime.Time, i int, cls Priority) bool {
 		ch.startAt = now
 		ch.marks0 = p.marks
 		clen := chunkLen(&t.plan, idx)
-		e.served(cls, clen)
+		p.pinned = e.served(cls, clen)
 		e.addPending(t, -clen, -1)
 		p.activeSlot, p.activeChunk, p.activeCls = slot, uint32(idx), cls
 		e.setActive(i, true)

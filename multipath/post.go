@@ -204,6 +204,9 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 		moved = true
 		if last {
 			ch.status = chunkPosted
+			if e.skipped != 0 {
+				e.guardServed(p)
+			}
 			e.endActive(i)        // a chunk set aside goes on (priority.go)
 			if ch.acked >= clen { // completions raced ahead (cannot happen on RC, but be exact)
 				e.chunkDone(now, slot, idx, i, 0)

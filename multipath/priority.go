@@ -113,7 +113,7 @@ func (e *Engine) nextClass() Priority {
 		return 0
 	}
 	top := Priority(bits.Len8(m) - 1)
-	if e.guard > 0 && e.skipped >= e.guard {
+	if e.guardDue() {
 		if lower := m & (1<<top - 1); lower != 0 {
 			best := Priority(bits.TrailingZeros8(lower))
 			for l := lower & (lower - 1); l != 0; l &= l - 1 {
@@ -127,15 +127,37 @@ func (e *Engine) nextClass() Priority {
 	return top
 }
 
-// served records a chunk of clen bytes handed to class c: the guard
-// counts the bytes the top class gets while a lower one waits, and
-// starts again whenever a lower class is served.
-func (e *Engine) served(c Priority, clen units.Bytes) {
+// served records a chunk of clen bytes handed to class c and reports
+// whether the starvation guard chose it (c is not the top class with
+// pending chunks). The guard counts the bytes the top class gets while
+// lower-class work waits (pending chunks, or chunks set aside), and
+// starts again whenever a lower class is served: a chunk handed to it, or
+// one of its chunks posted to the end (guardServed).
+func (e *Engine) served(c Priority, clen units.Bytes) (byGuard bool) {
 	e.serveSeq++
 	e.cls[c].served = e.serveSeq
-	if m := e.clsPend; m>>c == 1 && m&(1<<c-1) != 0 {
-		e.skipped += clen // the top class, while a lower one waits
-	} else {
+	m := e.clsPend
+	switch {
+	case m>>c > 1:
+		byGuard = true
+		e.skipped = 0
+	case m&(1<<c-1) != 0 || e.suspSet != 0:
+		e.skipped += clen // the top class, while lower-class work waits
+	default:
+		e.skipped = 0
+	}
+	return byGuard
+}
+
+// guardDue reports whether the starvation guard is due: until a lower
+// class is served, nothing is set aside and the next chunk goes to a
+// waiting lower class (nextClass).
+func (e *Engine) guardDue() bool { return e.guard > 0 && e.skipped >= e.guard }
+
+// guardServed notes that path p's active chunk was posted to the end: if
+// it is of a lower class than the top live one, that class was served.
+func (e *Engine) guardServed(p *path) {
+	if top := Priority(bits.Len8(e.clsLive) - 1); p.activeCls < top {
 		e.skipped = 0
 	}
 }
@@ -155,14 +177,21 @@ func (e *Engine) pendingFrom(c Priority) units.Bytes {
 
 // preemptable returns the paths whose active chunk a chunk of class c may
 // set aside (see the package doc): up, with an active chunk of a lower
-// class and none set aside already, and with room in the window and send
-// queue, as a free path has.
+// class that the starvation guard did not hand out and none set aside
+// already. Unlike a free path, such a path need not have room in its
+// window now: the active chunk keeps it full, and the new chunk's
+// segments are the next to go when it opens (the estimate of when the
+// chunk would finish there counts what is in flight). Nothing is set
+// aside while the guard is due.
 func (e *Engine) preemptable(c Priority) pathSet {
+	if e.guardDue() {
+		return 0
+	}
 	var s pathSet
 	for m := e.busy & e.up &^ e.suspSet; m != 0; m &= m - 1 {
 		i := m.first()
 		p := &e.paths[i]
-		if p.activeCls < c && p.wrOut < e.cfg.MaxWRPerPath && (p.inflight == 0 || p.inflight < p.win+p.seg) {
+		if p.activeCls < c && !p.pinned {
 			s |= bitOf(i)
 		}
 	}
@@ -180,7 +209,7 @@ func (e *Engine) endActive(i int) {
 	}
 	p.hasSusp = false
 	e.suspSet &^= bitOf(i)
-	p.activeSlot, p.activeChunk, p.activeCls = p.suspSlot, p.suspChunk, p.suspCls
+	p.activeSlot, p.activeChunk, p.activeCls, p.pinned = p.suspSlot, p.suspChunk, p.suspCls, false
 	e.touch(i)
 }
 

@@ -153,6 +153,7 @@ type path struct {
 	activeCls   Priority // the active chunk's transfer's class
 	// A chunk of a lower class set aside by the active one (priority.go):
 	// its unposted segments go on once the active chunk is posted.
+	pinned       bool // the active chunk was handed out by the starvation guard: it is not set aside
 	hasSusp      bool
 	suspCls      Priority
 	suspSlot     uint16
