@@ -287,6 +287,15 @@ func (r *simRun) openConns() error {
 		if pol.CC == CCNICDCQCN || pol.CC == CCNICHPCC || pol.CC == CCNone {
 			eng.CC, eng.CCParams = "fixed", cc.Params{"window": "unlimited", "rate": "unlimited"}
 		}
+		// A connection whose flows come in several priority classes says
+		// so (multipath.Config.Priorities: the default class keeps a
+		// shallow send queue from the start).
+		for _, g := range r.tr.Flows {
+			if g.Priority > 0 && (connKey{g.Src, g.Dst, g.bgConn()}) == k {
+				eng.Priorities = true
+				break
+			}
+		}
 		c := &simConn{key: k, conn: conn}
 		if r.obs != nil {
 			eng.Recorder = r.obs.Conn(ObservedConn{Index: len(r.conns), Src: r.top.Host(f.Src).Name(), Dst: r.top.Host(f.Dst).Name(),

@@ -157,6 +157,12 @@ type Config struct {
 	// served least recently. 0 means 64 MiB; negative disables the guard
 	// (strict priority).
 	PriorityGuard units.Bytes
+	// Priorities declares that the engine will carry transfers of
+	// several priority classes: the default class keeps a shallow send
+	// queue from the start (see the package doc, "Priorities"), as it
+	// otherwise does only once a transfer of a higher class has been
+	// submitted.
+	Priorities bool
 	// TierSpill is how long every up path of the open tiers must have had
 	// no room for a waiting chunk before the next tier (PathConfig.Tier)
 	// gets chunks; 0 means four round trips of the open tiers' slowest

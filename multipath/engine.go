@@ -135,7 +135,8 @@ type Engine struct {
 	guard    units.Bytes // Config.PriorityGuard resolved; 0: none
 	skipped  units.Bytes // chunk bytes the top class got while a lower one waited
 	serveSeq uint64
-	suspSet  pathSet // paths with a chunk set aside
+	suspSet  pathSet  // paths with a chunk set aside
+	deepCls  Priority // chunks of lower classes keep a shallow send queue (depth)
 
 	// Tiers (tier.go).
 	tiered   bool
@@ -247,6 +248,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.active = make([]uint16, 0, cfg.MaxTransfers)
 	e.initTiers()
+	if cfg.Priorities {
+		e.deepCls = 1
+	}
 	e.notes = make([]note, cfg.MaxTransfers)
 	return e, nil
 }
@@ -280,6 +284,11 @@ func (e *Engine) initPath(i int) error {
 	p.cfg = *pc
 	p.idx = i
 	p.alg = alg
+	for _, q := range e.cfg.Paths {
+		if q.NIC == pc.NIC {
+			p.nicPaths++
+		}
+	}
 	p.rateEst = pc.LineRate
 	p.fifo = make([]uint64, e.cfg.MaxWRPerPath+1)
 	pcfg := pacing.Config{

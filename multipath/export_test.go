@@ -68,7 +68,7 @@ func (e *Engine) CheckCaches(now vtime.Time) error {
 		clen := chunkLen(&t.plan, int(p.activeChunk))
 		first := min(p.seg, clen-ch.posted)
 		if (p.inflight == 0 || p.inflight < p.win+2*p.seg) && p.wrOut < e.cfg.MaxWRPerPath &&
-			!(p.inflight > 0 && p.inflight+first > p.win+2*p.seg) && e.freeWork >= 0 && ch.posted < clen {
+			!(p.inflight > 0 && p.inflight+first > e.depth(p)) && e.freeWork >= 0 && ch.posted < clen {
 			return fmt.Errorf("path %d: could post %v (in flight %v, window %v, segment %v, %d work requests) but is not in the recheck set",
 				i, first, p.inflight, p.win, p.seg, p.wrOut)
 		}

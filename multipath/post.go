@@ -91,6 +91,23 @@ func (e *Engine) Actions(now vtime.Time, dst []Action) int {
 	return n
 }
 
+// depth is how many bytes path p's active chunk may have posted and not
+// yet completed. A completion comes only after a whole work request
+// crossed, so the engine's in-flight count overstates the bytes in the
+// network by up to one segment being serialised and one queued behind
+// it: the window plus two segments, or a path with a window of one BDP
+// could not keep its pipe full. A chunk of a class below the engine's
+// deep class (priority.go) shares that allowance with the other paths of
+// its NIC: what a higher-priority chunk finds queued ahead of it in the
+// NIC is then one path's allowance, not one per path.
+func (e *Engine) depth(p *path) units.Bytes {
+	d := p.win + 2*p.seg
+	if p.activeCls < e.deepCls && p.nicPaths > 1 {
+		d /= units.Bytes(p.nicPaths)
+	}
+	return d
+}
+
 // window is path p's effective window: the CC window capped by
 // MaxInFlight and, with software pacing and a rate-based algorithm below
 // line rate, by one rate × base-RTT product (at least one MTU). The pacer
@@ -144,11 +161,17 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 	ch := &t.chunks[idx]
 	clen := chunkLen(&t.plan, int(idx))
 	moved := false
-	win := p.win
 	// Cheap checks first: a path whose window or send queue is full needs
 	// no pacer reads.
 	segMax := p.seg
-	if first := min(segMax, clen-ch.posted); (p.inflight > 0 && p.inflight+first > win+2*segMax) ||
+	depth := e.depth(p)
+	if depth < segMax {
+		// A shallow chunk's share is less than a segment: post it in
+		// smaller work requests (whole MTUs), so that the NIC's paths
+		// together keep one path's allowance, not a segment each.
+		segMax = max(p.cfg.MTU, depth/p.cfg.MTU*p.cfg.MTU)
+	}
+	if first := min(segMax, clen-ch.posted); (p.inflight > 0 && p.inflight+first > depth) ||
 		p.wrOut >= e.cfg.MaxWRPerPath || e.freeWork < 0 || ch.posted >= clen {
 		return n, false
 	}
@@ -168,12 +191,7 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 	chOff := chunkOff(&t.plan, int(idx))
 	for n < len(dst) && ch.posted < clen {
 		seg := min(segMax, clen-ch.posted)
-		// A completion comes only after a whole work request crossed, so
-		// the engine's in-flight count overstates the bytes in the
-		// network by up to one segment being serialised and one queued
-		// behind it: allow the window plus two segments, or a path with
-		// a window of one BDP could not keep its pipe full.
-		if p.inflight > 0 && p.inflight+seg > win+2*segMax {
+		if p.inflight > 0 && p.inflight+seg > depth {
 			break
 		}
 		if p.wrOut >= e.cfg.MaxWRPerPath || e.freeWork < 0 {

@@ -159,6 +159,7 @@ type path struct {
 	suspSlot     uint16
 	suspChunk    uint32
 	tierIdx      uint8 // index of the path's tier in Engine.tierSets
+	nicPaths     int   // paths on this path's NIC, itself included
 	inflight     units.Bytes
 	wrOut        int
 	blockedUntil vtime.Time // pacing: the active chunk's next segment may go then

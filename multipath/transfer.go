@@ -68,6 +68,9 @@ func (e *Engine) Submit(now vtime.Time, spec TransferSpec) (int, chunk.Plan, err
 		gen: gen, tag: chunk.MakeTag(int(slot), gen), id: spec.ID, plan: plan, local: spec.Local, remote: spec.Remote,
 		chunks: chunks, reqHead: -1, reqTail: -1, startAt: now, prio: spec.Priority,
 	}
+	if spec.Priority > e.deepCls {
+		e.deepCls = spec.Priority // lower classes go shallow from now on
+	}
 	if spec.Hold {
 		t.held = true
 		e.held++
