@@ -131,8 +131,10 @@ func (e *Engine) nextClass() Priority {
 // whether the starvation guard chose it (c is not the top class with
 // pending chunks). The guard counts the bytes the top class gets while
 // lower-class work waits (pending chunks, or chunks set aside), and
-// starts again whenever a lower class is served: a chunk handed to it, or
-// one of its chunks posted to the end (guardServed).
+// starts again when it has served a lower class: handed a chunk to the
+// one waiting longest or, when no lower class has chunks pending (only
+// chunks set aside or active), let one of theirs be posted to the end
+// (guardServed).
 func (e *Engine) served(c Priority, clen units.Bytes) (byGuard bool) {
 	e.serveSeq++
 	e.cls[c].served = e.serveSeq
@@ -155,9 +157,11 @@ func (e *Engine) served(c Priority, clen units.Bytes) (byGuard bool) {
 func (e *Engine) guardDue() bool { return e.guard > 0 && e.skipped >= e.guard }
 
 // guardServed notes that path p's active chunk was posted to the end: if
-// it is of a lower class than the top live one, that class was served.
+// it is of a lower class than the top live one and no lower class has
+// chunks pending (the guard hands those theirs), the lower classes were
+// served.
 func (e *Engine) guardServed(p *path) {
-	if top := Priority(bits.Len8(e.clsLive) - 1); p.activeCls < top {
+	if top := Priority(bits.Len8(e.clsLive) - 1); p.activeCls < top && e.clsPend&(1<<top-1) == 0 {
 		e.skipped = 0
 	}
 }
