@@ -132,6 +132,7 @@ type Engine struct {
 	cls      [NumPriorities]class
 	clsPend  uint8       // classes with pending chunks
 	clsLive  uint8       // classes with live transfers
+	mixed    bool        // more than one class live
 	guard    units.Bytes // Config.PriorityGuard resolved; 0: none
 	skipped  units.Bytes // chunk bytes the top class got while a lower one waited
 	serveSeq uint64
@@ -143,7 +144,7 @@ type Engine struct {
 	tierSets []pathSet  // paths per tier, lowest tier first
 	tierUpTo []pathSet  // paths of tiers 0..k
 	tierOpen int        // highest tier index taking new chunks
-	spillAt  vtime.Time // when the next tier opens if the open ones still have no room
+	spillAt  vtime.Time // when the next tier opens if the open ones still have no room; vtime.Never: none
 
 	work     []work
 	freeWork int32
@@ -207,7 +208,7 @@ func New(cfg Config) (*Engine, error) {
 	} else if cfg.ECNPenalty < 0 {
 		cfg.ECNPenalty = 0
 	}
-	e := &Engine{cfg: cfg, rec: cfg.Recorder, rng: cfg.Rand, guard: cfg.PriorityGuard}
+	e := &Engine{cfg: cfg, rec: cfg.Recorder, rng: cfg.Rand, guard: cfg.PriorityGuard, spillAt: vtime.Never}
 	if e.guard == 0 {
 		e.guard = defaultPriorityGuard
 	} else if e.guard < 0 {

@@ -73,7 +73,10 @@ func (e *Engine) CheckCaches(now vtime.Time) error {
 				i, first, p.inflight, p.win, p.seg, p.wrOut)
 		}
 	}
-	if e.spillAt != 0 && e.pendingN > 0 {
+	if e.spillAt != vtime.Never {
+		if e.pendingN == 0 {
+			return fmt.Errorf("spill deadline %v with no chunk pending", e.spillAt)
+		}
 		slow = vtime.Earliest(slow, e.spillAt)
 	}
 	var pendN [NumPriorities]int

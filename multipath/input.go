@@ -307,16 +307,7 @@ func (e *Engine) timeout(p *path) time.Duration {
 // paths whose state changed since the last call (sets.go).
 func (e *Engine) Deadline() vtime.Time {
 	e.refreshDeadlines()
-	d := e.dlTree[1]
-	if e.spillAt != 0 {
-		// A tier spill under way (tier.go) matters while chunks wait.
-		if e.pendingN == 0 {
-			e.spillAt = 0
-		} else {
-			d = min(d, e.spillAt)
-		}
-	}
-	if d != vtime.Never {
+	if d := min(e.dlTree[1], e.spillAt); d != vtime.Never {
 		return d
 	}
 	return 0

@@ -225,7 +225,11 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 			if e.skipped != 0 {
 				e.guardServed(p)
 			}
-			e.endActive(i)        // a chunk set aside goes on (priority.go)
+			if p.hasSusp { // a chunk set aside goes on (priority.go)
+				e.resume(i)
+			} else {
+				e.setActive(i, false)
+			} // a chunk set aside goes on (priority.go)
 			if ch.acked >= clen { // completions raced ahead (cannot happen on RC, but be exact)
 				e.chunkDone(now, slot, idx, i, 0)
 			}

@@ -44,7 +44,7 @@ type class struct {
 	rr       int      // round-robin cursor into slots
 	pendingN int
 	pending  units.Bytes
-	served   uint64 // Engine.serveSeq of the class's last chunk assignment
+	served   uint64 // Engine.serveSeq of the class's last chunk handed out while several classes were live
 }
 
 func checkPriority(id TransferID, p Priority) error {
@@ -59,13 +59,17 @@ func checkPriority(id TransferID, p Priority) error {
 func (e *Engine) addPending(t *transfer, b units.Bytes, n int) {
 	e.pending += b
 	e.pendingN += n
-	c := &e.cls[t.prio]
+	if e.pendingN == 0 {
+		e.spillAt = vtime.Never // nothing waits for a tier to open
+	}
+	k := t.prio & 7 // in range: no bounds check, no shift check
+	c := &e.cls[k]
 	c.pending += b
 	c.pendingN += n
 	if c.pendingN > 0 {
-		e.clsPend |= 1 << t.prio
+		e.clsPend |= 1 << k
 	} else {
-		e.clsPend &^= 1 << t.prio
+		e.clsPend &^= 1 << k
 	}
 }
 
@@ -78,6 +82,7 @@ func (e *Engine) addClassSlot(slot uint16) {
 	}
 	c.slots = append(c.slots, slot)
 	e.clsLive |= 1 << t.prio
+	e.mixed = e.clsLive&(e.clsLive-1) != 0
 }
 
 // removeClassSlot takes slot out of its class's rotation, keeping the
@@ -99,6 +104,9 @@ func (e *Engine) removeClassSlot(slot uint16) {
 	} else {
 		c.rr = 0
 		e.clsLive &^= 1 << e.transfers[slot].prio
+		if e.mixed = e.clsLive&(e.clsLive-1) != 0; !e.mixed {
+			e.skipped = 0 // one class left: nobody is owed
+		}
 	}
 }
 
@@ -106,7 +114,7 @@ func (e *Engine) removeClassSlot(slot uint16) {
 // the highest class with pending chunks, unless the starvation guard is
 // due (the higher classes were handed PriorityGuard bytes of chunks while
 // a lower class waited): then the waiting lower class served least
-// recently.
+// recently (among chunks handed out while several classes were live).
 func (e *Engine) nextClass() Priority {
 	m := e.clsPend
 	if m <= 1 {
@@ -127,15 +135,20 @@ func (e *Engine) nextClass() Priority {
 	return top
 }
 
-// served records a chunk of clen bytes handed to class c and reports
-// whether the starvation guard chose it (c is not the top class with
-// pending chunks). The guard counts the bytes the top class gets while
-// lower-class work waits (pending chunks, or chunks set aside), and
-// starts again when it has served a lower class: handed a chunk to the
+// guardCount records a chunk of clen bytes handed to class c while
+// several classes are live and reports whether the starvation guard chose
+// it (c is not the top class with pending chunks). The guard counts the
+// bytes the top class gets while lower-class work waits (pending chunks,
+// or chunks set aside), and starts again when it has served a lower class: handed a chunk to the
 // one waiting longest or, when no lower class has chunks pending (only
 // chunks set aside or active), let one of theirs be posted to the end
 // (guardServed).
-func (e *Engine) served(c Priority, clen units.Bytes) (byGuard bool) {
+//
+// Not inlined: assign, which runs once per chunk, calls it only while
+// several classes are live.
+//
+//go:noinline
+func (e *Engine) guardCount(c Priority, clen units.Bytes) (byGuard bool) {
 	e.serveSeq++
 	e.cls[c].served = e.serveSeq
 	m := e.clsPend
@@ -204,13 +217,18 @@ func (e *Engine) preemptable(c Priority) pathSet {
 
 // endActive ends path i's active chunk (every segment posted, or the
 // transfer withdrawn): the chunk set aside on it, if any, becomes active
-// again, else the path has none.
+// again (resume), else the path has none.
 func (e *Engine) endActive(i int) {
-	p := &e.paths[i]
-	if !p.hasSusp {
+	if e.paths[i].hasSusp {
+		e.resume(i)
+	} else {
 		e.setActive(i, false)
-		return
 	}
+}
+
+// resume makes the chunk set aside on path i active again.
+func (e *Engine) resume(i int) {
+	p := &e.paths[i]
 	p.hasSusp = false
 	e.suspSet &^= bitOf(i)
 	p.activeSlot, p.activeChunk, p.activeCls, p.pinned = p.suspSlot, p.suspChunk, p.suspCls, false
@@ -233,6 +251,9 @@ func (e *Engine) suspRest(p *path) units.Bytes {
 // preempt sets path i's active chunk aside for a chunk of a higher class
 // that assign is about to make active (pick chose i among the preemptable
 // paths): its posted segments stay in flight, its unposted rest waits.
+// Not inlined, as guardCount.
+//
+//go:noinline
 func (e *Engine) preempt(now vtime.Time, i int) {
 	p := &e.paths[i]
 	p.hasSusp = true

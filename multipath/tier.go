@@ -46,11 +46,12 @@ func (e *Engine) initTiers() {
 // the next one opens once no path of the open tiers could take a chunk for
 // the spill delay (a tier with no path up is skipped at once), and the open tiers
 // close back to the lowest one with a candidate as soon as it has one.
-// A spill under way is a deadline (spillAt).
+// A spill under way is a deadline (spillAt; vtime.Never for none), which
+// matters only while chunks wait: addPending drops it when none does.
 func (e *Engine) tierAllowed(now vtime.Time, cand pathSet) pathSet {
 	lowest := e.nextUpTier(0)
 	if lowest < 0 {
-		e.spillAt = 0
+		e.spillAt = vtime.Never
 		return e.all
 	}
 	if e.tierOpen < lowest {
@@ -60,28 +61,28 @@ func (e *Engine) tierAllowed(now vtime.Time, cand pathSet) pathSet {
 	// it get no new ones.
 	for k := lowest; k < e.tierOpen; k++ {
 		if cand&e.tierSets[k] != 0 {
-			e.tierOpen, e.spillAt = k, 0
+			e.tierOpen, e.spillAt = k, vtime.Never
 			break
 		}
 	}
 	for cand&e.tierUpTo[e.tierOpen] == 0 {
 		next := e.nextUpTier(e.tierOpen + 1)
 		if next < 0 {
-			e.spillAt = 0
+			e.spillAt = vtime.Never
 			break
 		}
 		// The open tiers have a path up (the lowest open one does) but
 		// no room: wait out the spill delay first.
-		if e.spillAt == 0 {
+		if e.spillAt == vtime.Never {
 			e.spillAt = now.Add(e.spillDelay())
 		}
 		if now < e.spillAt {
 			break
 		}
-		e.tierOpen, e.spillAt = next, 0
+		e.tierOpen, e.spillAt = next, vtime.Never
 	}
 	if cand&e.tierUpTo[e.tierOpen] != 0 {
-		e.spillAt = 0
+		e.spillAt = vtime.Never
 	}
 	return e.tierUpTo[e.tierOpen]
 }
