@@ -139,10 +139,10 @@ func (e *Engine) nextClass() Priority {
 // several classes are live and reports whether the starvation guard chose
 // it (c is not the top class with pending chunks). The guard counts the
 // bytes the top class gets while lower-class work waits (pending chunks,
-// or chunks set aside), and starts again when it has served a lower class: handed a chunk to the
-// one waiting longest or, when no lower class has chunks pending (only
-// chunks set aside or active), let one of theirs be posted to the end
-// (guardServed).
+// or chunks set aside), and starts again when it has served a lower
+// class: handed a chunk to the one waiting longest or, when no lower class
+// has chunks pending (only chunks set aside or active), let one of theirs
+// be posted to the end (guardServed).
 //
 // Not inlined: assign, which runs once per chunk, calls it only while
 // several classes are live.
