@@ -5,7 +5,6 @@ package multipath
 
 import (
 	"math"
-	"math/bits"
 
 	"github.com/mptx-dev/mptx/units"
 	"github.com/mptx-dev/mptx/vtime"
@@ -79,10 +78,10 @@ func (e *Engine) freePaths(c *candidates) {
 // policy, -1 to wait, and returns the chunk's class. With one class live
 // and one tier the candidates are the free paths; else pickMixed.
 func (e *Engine) pick(now vtime.Time) (int, Priority) {
-	if e.mixed || e.tiered {
+	if !e.plain {
 		return e.pickMixed(now)
 	}
-	cls := Priority(bits.TrailingZeros8(e.clsLive) & 7) // the one live class
+	cls := e.soleCls
 	var c candidates
 	e.freePaths(&c)
 	if c.n == 0 {

@@ -133,6 +133,8 @@ type Engine struct {
 	clsPend  uint8       // classes with pending chunks
 	clsLive  uint8       // classes with live transfers
 	mixed    bool        // more than one class live
+	soleCls  Priority    // the live class when not mixed
+	plain    bool        // one class live and one tier (classesChanged)
 	guard    units.Bytes // Config.PriorityGuard resolved; 0: none
 	skipped  units.Bytes // chunk bytes the top class got while a lower one waited
 	serveSeq uint64
@@ -208,7 +210,7 @@ func New(cfg Config) (*Engine, error) {
 	} else if cfg.ECNPenalty < 0 {
 		cfg.ECNPenalty = 0
 	}
-	e := &Engine{cfg: cfg, rec: cfg.Recorder, rng: cfg.Rand, guard: cfg.PriorityGuard, spillAt: vtime.Never}
+	e := &Engine{cfg: cfg, rec: cfg.Recorder, rng: cfg.Rand, guard: cfg.PriorityGuard, spillAt: vtime.Never, plain: true}
 	if e.guard == 0 {
 		e.guard = defaultPriorityGuard
 	} else if e.guard < 0 {
@@ -249,6 +251,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.active = make([]uint16, 0, cfg.MaxTransfers)
 	e.initTiers()
+	e.classesChanged()
 	if cfg.Priorities {
 		e.deepCls = 1
 	}

@@ -101,11 +101,26 @@ func (e *Engine) Actions(now vtime.Time, dst []Action) int {
 // its NIC: what a higher-priority chunk finds queued ahead of it in the
 // NIC is then one path's allowance, not one per path.
 func (e *Engine) depth(p *path) units.Bytes {
-	d := p.win + 2*p.seg
-	if p.activeCls < e.deepCls && p.nicPaths > 1 {
-		d /= units.Bytes(p.nicPaths)
+	if p.activeCls < e.deepCls {
+		d, _ := e.shallow(p)
+		return d
 	}
-	return d
+	return p.win + 2*p.seg
+}
+
+// shallow returns the depth and the work-request size of a chunk below
+// the deep class on p. When its share is less than a segment, it is
+// posted in smaller work requests (whole MTUs), so that the NIC's paths
+// together keep one path's allowance, not a segment each.
+func (e *Engine) shallow(p *path) (depth, seg units.Bytes) {
+	depth, seg = p.win+2*p.seg, p.seg
+	if p.nicPaths > 1 {
+		depth /= units.Bytes(p.nicPaths)
+	}
+	if depth < seg {
+		seg = max(p.cfg.MTU, depth/p.cfg.MTU*p.cfg.MTU)
+	}
+	return depth, seg
 }
 
 // window is path p's effective window: the CC window capped by
@@ -164,12 +179,9 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 	// Cheap checks first: a path whose window or send queue is full needs
 	// no pacer reads.
 	segMax := p.seg
-	depth := e.depth(p)
-	if depth < segMax {
-		// A shallow chunk's share is less than a segment: post it in
-		// smaller work requests (whole MTUs), so that the NIC's paths
-		// together keep one path's allowance, not a segment each.
-		segMax = max(p.cfg.MTU, depth/p.cfg.MTU*p.cfg.MTU)
+	depth := p.win + 2*segMax
+	if p.activeCls < e.deepCls {
+		depth, segMax = e.shallow(p)
 	}
 	if first := min(segMax, clen-ch.posted); (p.inflight > 0 && p.inflight+first > depth) ||
 		p.wrOut >= e.cfg.MaxWRPerPath || e.freeWork < 0 || ch.posted >= clen {

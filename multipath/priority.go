@@ -55,10 +55,18 @@ func checkPriority(id TransferID, p Priority) error {
 }
 
 // addPending counts b bytes in n chunks of transfer t as pending (n < 0:
-// no longer pending).
+// no longer pending). The per-class counts are kept only while the engine
+// is not plain (classesChanged recounts them when it stops being plain).
 func (e *Engine) addPending(t *transfer, b units.Bytes, n int) {
 	e.pending += b
 	e.pendingN += n
+	if !e.plain {
+		e.addClassPending(t, b, n)
+	}
+}
+
+// addClassPending is addPending's per-class part.
+func (e *Engine) addClassPending(t *transfer, b units.Bytes, n int) {
 	if e.pendingN == 0 {
 		e.spillAt = vtime.Never // nothing waits for a tier to open
 	}
@@ -82,7 +90,45 @@ func (e *Engine) addClassSlot(slot uint16) {
 	}
 	c.slots = append(c.slots, slot)
 	e.clsLive |= 1 << t.prio
+	e.classesChanged()
+}
+
+// classesChanged updates what follows from the set of live classes: mixed
+// (more than one), the sole class otherwise, and plain (one class, one
+// tier: pick's fast path, and no per-class pending counts). An engine
+// that stops being plain recounts them.
+func (e *Engine) classesChanged() {
+	wasPlain := e.plain
 	e.mixed = e.clsLive&(e.clsLive-1) != 0
+	e.soleCls = Priority(bits.TrailingZeros8(e.clsLive) & 7)
+	e.plain = !e.mixed && !e.tiered
+	if wasPlain && !e.plain {
+		e.recountClasses()
+	}
+}
+
+// recountClasses recomputes the per-class pending counts from the live
+// transfers: their never-assigned chunks and their requeue lists.
+func (e *Engine) recountClasses() {
+	e.clsPend = 0
+	for k := range e.cls {
+		e.cls[k].pending, e.cls[k].pendingN = 0, 0
+	}
+	for _, s := range e.active {
+		t := &e.transfers[s]
+		c := &e.cls[t.prio&7]
+		if t.nextFresh < t.plan.Count {
+			c.pendingN += t.plan.Count - t.nextFresh
+			c.pending += t.plan.Size - chunkOff(&t.plan, t.nextFresh)
+		}
+		for j := t.reqHead; j >= 0; j = t.chunks[j].next {
+			c.pendingN++
+			c.pending += chunkLen(&t.plan, int(j))
+		}
+		if c.pendingN > 0 {
+			e.clsPend |= 1 << (t.prio & 7)
+		}
+	}
 }
 
 // removeClassSlot takes slot out of its class's rotation, keeping the
@@ -104,7 +150,7 @@ func (e *Engine) removeClassSlot(slot uint16) {
 	} else {
 		c.rr = 0
 		e.clsLive &^= 1 << e.transfers[slot].prio
-		if e.mixed = e.clsLive&(e.clsLive-1) != 0; !e.mixed {
+		if e.classesChanged(); !e.mixed {
 			e.skipped = 0 // one class left: nobody is owed
 		}
 	}

@@ -90,9 +90,11 @@ func (e *Engine) schedule(slot uint16) {
 	t := &e.transfers[slot]
 	t.live = true
 	e.active = append(e.active, slot)
-	e.addClassSlot(slot)
 	e.repick = true
+	// Pending first: a class that makes the engine mixed recounts them
+	// (classesChanged), this transfer's included.
 	e.addPending(t, t.plan.Size, t.plan.Count)
+	e.addClassSlot(slot)
 }
 
 // Start schedules held transfer id (TransferSpec.Hold) at now, landing at
