@@ -68,9 +68,9 @@
 // is strict priority with a starvation guard, not weighted sharing: the
 // case it serves is a decode step's 2 MiB KV block that must not wait
 // behind a weight shard (Mooncake's async_send priorities), where any
-// weight given to the bulk class is latency taken from the block — a 1:8
-// weighting would leave a high-priority tensor 1/9 of the rate to its
-// bulk neighbour, more than the tail budget of a decode step — while
+// share given to the bulk class is latency taken from the block (an 8:1
+// weighting still gives the bulk neighbour 1/9 of the rate: the block
+// takes 1.125 times as long at best, before any queueing), while
 // latency-bound traffic is a small share of the bytes, so the bulk class
 // still gets most of the capacity over time. The guard bounds the
 // starvation that strict priority allows when the high class does not
