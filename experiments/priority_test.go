@@ -98,3 +98,44 @@ func TestPriorityBesideBulk(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectionField: a background workload with connection: tensor
+// shares the tensor flows' connection (and its queue pairs) between two
+// hosts; without it, it gets a one-QP connection of its own; flows carry
+// their workload's priority.
+func TestConnectionField(t *testing.T) {
+	for _, tc := range []struct {
+		conn  string
+		conns int
+	}{{"tensor", 2}, {"background", 3}} {
+		spec := fmt.Sprintf(`name: conn
+topology: {kind: star, hosts: 3}
+workloads:
+  - {kind: incast, senders: [1], receiver: 0, size: 2MiB, start: 1ms, priority: 4}
+  - {kind: incast, senders: [1, 2], receiver: 0, size: 8MiB, class: background, connection: %s}
+matrix: {cc: dcqcn, paths: 4}
+`, tc.conn)
+		r, err := newSimRun(context.Background(), Expand(mustParse(t, spec))[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.conns) != tc.conns {
+			t.Errorf("connection: %s: %d connections, want %d", tc.conn, len(r.conns), tc.conns)
+		}
+		for i, f := range r.tr.Flows {
+			c := r.conn(i)
+			want := 4
+			if f.Class == ClassBackground {
+				want = 0
+			}
+			if f.Priority != want {
+				t.Errorf("flow %d (%s): priority %d, want %d", f.ID, f.Class, f.Priority, want)
+			}
+			if paths := len(c.conn.Paths()); f.Class == ClassBackground && tc.conn == "background" && paths != 1 {
+				t.Errorf("flow %d on its own background connection with %d paths, want 1", f.ID, paths)
+			} else if (f.Class == ClassTensor || tc.conn == "tensor") && paths != 4 {
+				t.Errorf("flow %d (%s, connection %s) on a connection of %d paths, want 4", f.ID, f.Class, tc.conn, paths)
+			}
+		}
+	}
+}
