@@ -90,7 +90,7 @@ type EventKind uint8
 
 // Recorder event kinds.
 const (
-	EvTransferStart  EventKind = iota + 1 // Transfer, Bytes (tensor size), Chunk (chunk count), Size (chunk size)
+	EvTransferStart  EventKind = iota + 1 // Transfer, Bytes (tensor size), Chunk (chunk count), Size (chunk size), Priority
 	EvTransferDone                        // Transfer, Bytes
 	EvTransferFailed                      // Transfer, Reason
 	EvChunkStart                          // Transfer, Chunk, Path, Attempt, Bytes: an attempt begins on Path
@@ -155,7 +155,8 @@ type Event struct {
 	Rate     units.BitRate
 	InFlight units.Bytes
 	SRTT     time.Duration
-	Reason   string // a static string; never built per event
+	Reason   string   // a static string; never built per event
+	Priority Priority // the transfer's class, for EvTransferStart
 }
 
 // Recorder receives engine events for telemetry. The engine calls it

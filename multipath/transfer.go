@@ -79,7 +79,7 @@ func (e *Engine) Submit(now vtime.Time, spec TransferSpec) (int, chunk.Plan, err
 	}
 	if e.rec != nil {
 		e.event(EvTransferStart, now)
-		e.ev.Transfer, e.ev.Bytes, e.ev.Chunk, e.ev.Size = spec.ID, plan.Size, uint32(plan.Count), plan.ChunkSize
+		e.ev.Transfer, e.ev.Bytes, e.ev.Chunk, e.ev.Size, e.ev.Priority = spec.ID, plan.Size, uint32(plan.Count), plan.ChunkSize, spec.Priority
 		e.rec.Record(&e.ev)
 	}
 	return t.tag, plan, nil
