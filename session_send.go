@@ -124,6 +124,8 @@ type Transfer struct {
 	ID   multipath.TransferID
 	Name string
 	Size units.Bytes
+	// Priority is the tensor's class (SendOptions.Priority).
+	Priority multipath.Priority
 
 	s      *sendSide
 	buf    *Buffer // the pool Buffer sent in place (nil: staged or registered)
@@ -326,6 +328,10 @@ func (s *Session) Send(ctx context.Context, name string, data []byte) error {
 //     for room while the buffer is busy with earlier tensors; a tensor
 //     larger than the buffer is refused.
 func (s *Session) SendAsync(ctx context.Context, name string, data []byte) (*Transfer, error) {
+	return s.sendAsync(ctx, name, data, SendOptions{})
+}
+
+func (s *Session) sendAsync(ctx context.Context, name string, data []byte, opts SendOptions) (*Transfer, error) {
 	ss := s.snd
 	if ss == nil {
 		return nil, fmt.Errorf("mptx: SendAsync on the receiving end of a session (sessions carry tensors from the dialer to the acceptor)")
@@ -350,7 +356,7 @@ func (s *Session) SendAsync(ctx context.Context, name string, data []byte) (*Tra
 		return nil, ErrSessionClosed
 	}
 	defer ss.hold.drop()
-	t := &Transfer{ID: multipath.TransferID(ss.nextID.Add(1)), Name: name, Size: size, s: ss, ctx: ctx,
+	t := &Transfer{ID: multipath.TransferID(ss.nextID.Add(1)), Name: name, Size: size, Priority: opts.Priority, s: ss, ctx: ctx,
 		done: make(chan struct{}), started: time.Now()}
 	t.checked = !s.cfg.NoChecksum
 	t.summing = t.checked
@@ -488,7 +494,7 @@ func (ss *sendSide) start(t *Transfer) {
 	if ss.tel != nil {
 		tc = ss.tel.BeginTransfer(t.ctx, now, t.ID, t.Name)
 	}
-	tag, plan, err := ss.snd.SubmitRegion(now, multipath.TransferSpec{ID: t.ID, Size: t.Size, Local: t.off, Hold: true}, t.region)
+	tag, plan, err := ss.snd.SubmitRegion(now, multipath.TransferSpec{ID: t.ID, Size: t.Size, Local: t.off, Hold: true, Priority: t.Priority}, t.region)
 	if err != nil {
 		if ss.tel != nil {
 			ss.tel.CancelTransfer(now, t.ID, err.Error())

@@ -16,9 +16,10 @@ import (
 // share its NIC index, so that they share one port pacer. The result goes
 // in Config.TCP.Paths.
 //
-// The engine spreads load over every path it is given; until it can tell
-// preferred paths from fall-back ones (docs/memory.md, "Topology"), all
-// is best left false: the fall-back NICs then carry nothing, and a
+// The engine tells preferred paths from fall-back ones by their tier
+// (multipath.PathConfig.Tier, docs/memory.md, "Topology"), but TCP paths
+// carry no tier yet, so all is best left false: with it, the fall-back
+// NICs would share the load equally; without it they carry nothing, and a
 // session whose preferred NICs fail fails rather than moving to them.
 func TopologyTCPPaths(topo *verbs.Topology, choices []verbs.PathChoice, cluster *verbs.Cluster, peer string, perNIC int, all bool) ([]TCPPath, error) {
 	if perNIC < 1 {

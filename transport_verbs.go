@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/mptx-dev/mptx/multipath"
 	"github.com/mptx-dev/mptx/qp/verbs"
 	"github.com/mptx-dev/mptx/qp/verbs/bootstrap"
 	"github.com/mptx-dev/mptx/units"
@@ -49,7 +50,11 @@ func qpsPerNIC(cfg *Config, nics int) int {
 
 // dialVerbs sets the sending end's queue pairs up over bs after the
 // receiver's Welcome chose verbs. The send region (the staging buffer and
-// the Session.Alloc pool, sendRegionSize) comes from the host's pool.
+// the Session.Alloc pool, sendRegionSize) comes from the host's pool. The
+// connection uses every NIC, ranked for the send region's memory
+// (Host.ChooseNICs), and the engine gets the ranking as path tiers
+// (session_tiers.go) unless Config.Engine.Paths is set; a host whose
+// topology cannot be read gets every NIC in one tier, NUMA-local first.
 func dialVerbs(ctx context.Context, bs *bootstrap.Session, cfg *Config) (link, error) {
 	size := sendRegionSize(cfg) // staging, then the pool (session_alloc.go)
 	h, owned, err := verbsHost(cfg, size, cfg.Verbs.HugePages)
@@ -69,13 +74,33 @@ func dialVerbs(ctx context.Context, bs *bootstrap.Session, cfg *Config) (link, e
 			h.Close()
 		}
 	}
+	var nics []string
+	choices, err := h.ChooseNICs(verbs.PathQuery{Memory: verbs.Locality{NUMANode: buf.NUMANode()}})
+	if err != nil {
+		choices = nil // no topology: every NIC, one tier
+	}
+	for _, c := range choices {
+		nics = append(nics, c.Device)
+	}
+	n := len(nics)
+	if n == 0 {
+		n = len(h.NICs())
+	}
 	clock := vtime.NewMonotonic()
 	mux := bootstrap.NewMux(bs)
-	conn, err := h.DialSession(ctx, mux, verbs.DialConfig{Secret: cfg.Secret, Send: buf, QPsPerNIC: qpsPerNIC(cfg, len(h.NICs())),
+	conn, err := h.DialSession(ctx, mux, verbs.DialConfig{Secret: cfg.Secret, Send: buf, NICs: nics, QPsPerNIC: qpsPerNIC(cfg, n),
 		QP: cfg.Verbs.QP, Clock: clock, RTTProbes: cfg.Verbs.RTTProbes})
 	if err != nil {
 		free()
 		return link{}, err
+	}
+	var paths []multipath.PathConfig
+	if choices != nil && len(cfg.Engine.Paths) == 0 {
+		if paths, err = TieredPaths(conn.Paths(), choices); err != nil {
+			conn.Close()
+			free()
+			return link{}, err
+		}
 	}
 	l := link{conn: conn, mem: buf.Bytes(), free: free, clock: clock}
 	if l.in, err = mux.RouteApp(appDepth); err == nil {
@@ -84,6 +109,11 @@ func dialVerbs(ctx context.Context, bs *bootstrap.Session, cfg *Config) (link, e
 	if err != nil {
 		l.close()
 		return link{}, err
+	}
+	if paths != nil {
+		// Only now: a failed set-up may fall back to TCP, whose paths
+		// are others.
+		cfg.Engine.Paths = paths
 	}
 	return l, nil
 }

@@ -218,7 +218,7 @@ func (v *validator) seeds() error {
 // not in allowed (kind, name and class always are).
 func (v *validator) onlyFields(prefix, kindDesc string, t reflect.Type, allowed []string) error {
 	for _, f := range yamlFields(t) {
-		if f == "kind" || f == "name" || f == "class" || slices.Contains(allowed, f) {
+		if f == "kind" || f == "name" || f == "class" || f == "priority" || f == "connection" || slices.Contains(allowed, f) {
 			continue
 		}
 		if v.set(join(prefix, f)) {

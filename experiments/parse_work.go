@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/mptx-dev/mptx/experiments/interop"
+	"github.com/mptx-dev/mptx/multipath"
 	"github.com/mptx-dev/mptx/units"
 )
 
@@ -84,6 +85,15 @@ func (v *validator) workload(i int) error {
 	}
 	if w.Kind == WorkFailure && v.set(f("class")) {
 		return v.fail(f("class"), w.Class, "does not apply to a failure workload")
+	}
+	if w.Priority < 0 || w.Priority > int(multipath.MaxPriority) {
+		return v.fail(f("priority"), strconv.Itoa(w.Priority), fmt.Sprintf("want a transfer priority class in [0, %d] (0 the default, higher served first)", multipath.MaxPriority))
+	}
+	if w.Connection != "" && w.Connection != ConnTensor && w.Connection != ConnBackground {
+		return v.fail(f("connection"), w.Connection, oneOf([]string{ConnTensor, ConnBackground}))
+	}
+	if w.Kind == WorkFailure && (v.set(f("priority")) || v.set(f("connection"))) {
+		return v.fail(f("priority"), strconv.Itoa(w.Priority), "does not apply to a failure workload (nor does connection)")
 	}
 	if w.Repeat < 0 || w.Repeat > 10000 {
 		return v.fail(f("repeat"), strconv.Itoa(w.Repeat), "want a whole number in [1, 10000]")

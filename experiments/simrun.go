@@ -26,8 +26,10 @@ import (
 // SimRun is the RunFunc that executes a run in the packet-level simulator
 // with the real driver: it builds the spec's fabric in a sim.World seeded
 // with the run's seed, opens one mptx connection (Sender, Receiver and
-// their simqp queue pairs) per (source, destination, class) of the run's
-// flows, submits each flow as a transfer at its start time, and records
+// their simqp queue pairs) per (source, destination, connection) of the
+// run's flows (Workload.Connection: by default tensor flows share one,
+// background flows another), submits each flow as a transfer of its
+// priority at its start time, and records
 // completions, switch and NIC counters and sampled time series.
 //
 // The policy maps onto the stack as follows: cc names the engine's
@@ -265,11 +267,12 @@ func (r *simRun) buildFabric() error {
 	return nil
 }
 
-// openConns creates one connection per (src, dst, class), in flow order.
+// openConns creates one connection per (src, dst, connection), in flow
+// order.
 func (r *simRun) openConns() error {
 	pol := r.run.Policy
 	for _, f := range r.tr.Flows {
-		k := connKey{f.Src, f.Dst, f.Class == ClassBackground, f.Pull}
+		k := connKey{f.Src, f.Dst, f.bgConn(), f.Pull}
 		if r.connOf[k] != nil {
 			continue
 		}
@@ -296,6 +299,15 @@ func (r *simRun) openConns() error {
 		}
 		if pol.CC == CCNICDCQCN || pol.CC == CCNICHPCC || pol.CC == CCNone {
 			eng.CC, eng.CCParams = "fixed", cc.Params{"window": "unlimited", "rate": "unlimited"}
+		}
+		// A connection whose flows come in several priority classes says
+		// so (multipath.Config.Priorities: the default class keeps a
+		// shallow send queue from the start).
+		for _, g := range r.tr.Flows {
+			if g.Priority > 0 && (connKey{g.Src, g.Dst, g.bgConn(), g.Pull}) == k {
+				eng.Priorities = true
+				break
+			}
 		}
 		c := &simConn{key: k, conn: conn}
 		if f.Pull {
@@ -326,7 +338,7 @@ func (r *simRun) openConns() error {
 
 func (r *simRun) conn(i int) *simConn {
 	f := &r.tr.Flows[i]
-	return r.connOf[connKey{f.Src, f.Dst, f.Class == ClassBackground, f.Pull}]
+	return r.connOf[connKey{f.Src, f.Dst, f.bgConn(), f.Pull}]
 }
 
 // start submits flow i (or queues it if its connection has no free slot).
@@ -338,7 +350,8 @@ func (r *simRun) start(i int) {
 	}
 	f := &r.tr.Flows[i]
 	c := r.conn(i)
-	spec := multipath.TransferSpec{ID: multipath.TransferID(f.ID), Size: f.Size, ChunkSize: r.run.Policy.Chunk}
+	spec := multipath.TransferSpec{ID: multipath.TransferID(f.ID), Size: f.Size, ChunkSize: r.run.Policy.Chunk,
+		Priority: multipath.Priority(f.Priority)}
 	var slot int
 	var plan chunk.Plan
 	var err error

@@ -339,6 +339,17 @@ type Workload struct {
 	// the FCT and slowdown columns) or background (load: the bg columns).
 	// Default background for background workloads, tensor otherwise.
 	Class string `yaml:"class" json:"class"`
+	// Priority is the transfer priority of the workload's flows
+	// (multipath.TransferSpec.Priority: 0, the default, to 7, higher
+	// served first by the engine of the connection they share).
+	Priority int `yaml:"priority" json:"priority,omitempty"`
+	// Connection is which connection between two hosts carries the
+	// workload's flows: tensor (the one with matrix.paths queue pairs;
+	// default for tensor-class workloads) or background (one queue pair,
+	// of its own; default for background-class workloads). A background
+	// workload on the tensor connection is bulk load that shares the
+	// tensors' engine, whose priorities then decide between them.
+	Connection string `yaml:"connection" json:"connection,omitempty"`
 
 	// Hosts restricts permutation, all-to-all and background to a host
 	// set; default all hosts.

@@ -37,6 +37,26 @@ type Flow struct {
 	// Pull: Dst reads the flow out of Src's memory (RDMA READ) instead of
 	// Src writing it (Workload.Pull).
 	Pull bool `json:"pull,omitempty"`
+	// Priority is the flow's transfer priority (Workload.Priority).
+	Priority int `json:"priority,omitempty"`
+	// Conn names the connection that carries the flow (Workload.Connection);
+	// "" is its class's.
+	Conn string `json:"conn,omitempty"`
+}
+
+// Connections a flow can take (Workload.Connection).
+const (
+	ConnTensor     = "tensor"
+	ConnBackground = "background"
+)
+
+// bgConn reports whether f goes on its pair's background connection (one
+// queue pair) rather than the tensor connection.
+func (f *Flow) bgConn() bool {
+	if f.Conn != "" {
+		return f.Conn == ConnBackground
+	}
+	return f.Class == ClassBackground
 }
 
 // Trigger fires once Count signals (flow completions) have arrived
@@ -96,7 +116,8 @@ type generator struct {
 }
 
 func (gen *generator) add(src, dst int, size Size, start time.Duration) *Flow {
-	gen.tr.Flows = append(gen.tr.Flows, Flow{Src: src, Dst: dst, Size: size, Start: start, Class: gen.w.Class, Workload: gen.wi, Pull: gen.w.Pull})
+	gen.tr.Flows = append(gen.tr.Flows, Flow{Src: src, Dst: dst, Size: size, Start: start, Class: gen.w.Class, Workload: gen.wi,
+		Pull: gen.w.Pull, Priority: gen.w.Priority, Conn: gen.w.Connection})
 	return &gen.tr.Flows[len(gen.tr.Flows)-1]
 }
 
@@ -190,6 +211,7 @@ func (gen *generator) run() error {
 			}
 			f.Workload = gen.wi
 			f.Class = w.Class
+			f.Priority, f.Conn = w.Priority, w.Connection
 			f.Start += w.Start.D()
 			gen.tr.Flows = append(gen.tr.Flows, f)
 		}

@@ -43,6 +43,33 @@ func TestNoAllocsPerChunk(t *testing.T) {
 	}
 }
 
+// TestNoAllocsMixed: the engine with two classes live (pickMixed, the
+// starvation guard every 8 MiB, the shallow queue) and with two tiers
+// (tierAllowed, spills) allocates nothing per round either.
+func TestNoAllocsMixed(t *testing.T) {
+	tiers := multipath.Config{CC: "dcqcn", TierSpill: 20 * time.Microsecond}
+	for i := range 8 {
+		tiers.Paths = append(tiers.Paths, multipath.PathConfig{LineRate: 400 * units.Gbps, BaseRTT: 5 * time.Microsecond, NIC: i / 2, Tier: i % 2})
+	}
+	for name, cfg := range map[string]multipath.Config{
+		"classes": {CC: "dcqcn", PriorityGuard: 8 * units.MiB},
+		"tiers":   tiers,
+	} {
+		d := newTight(t, 8, 400*units.Gbps, cfg)
+		d.SubmitSpec(multipath.TransferSpec{ID: 2, Size: chunk.MaxTensor(units.MiB), ChunkSize: units.MiB, Priority: 3})
+		for i := 0; i < 5000; i++ {
+			d.Round()
+		}
+		c0 := d.Chunks
+		if a := testing.AllocsPerRun(5000, d.Round); a != 0 {
+			t.Errorf("%s: %.3f allocations per round in steady state, want 0", name, a)
+		}
+		if d.Chunks == c0 {
+			t.Errorf("%s: no chunk completed during the measurement", name)
+		}
+	}
+}
+
 // BenchmarkEngineChunk measures the engine's cost per 4 MiB chunk at 8
 // paths of 400 Gb/s: every post, completion, CC update, pacing decision and
 // timer of the chunk, plus enginetest's own bookkeeping (Net.Round). One op

@@ -15,7 +15,8 @@ import (
 // TestCachedStateMatches runs randomized scenarios (path counts and rates,
 // shared NIC ports, every CC, pacing mode and policy, small send queues and
 // action buffers, failures, stalls, link events, resets with and without
-// qp.Resetter, cancels) and after every step checks the engine's caches (its
+// qp.Resetter, cancels, priority classes with late higher-priority
+// transfers, topology tiers) and after every step checks the engine's caches (its
 // path sets, cached deadlines, CC rates and windows) against a recomputation
 // from scratch: a round touches only the paths whose state changed, so a
 // missed mark would leave a path unvisited or a deadline stale.
@@ -24,12 +25,28 @@ func TestCachedStateMatches(t *testing.T) {
 	if testing.Short() {
 		seeds = 15
 	}
+	var preempts int
 	for seed := range uint64(seeds) {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { runCacheScenario(t, seed) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { preempts += runCacheScenario(t, seed) })
+	}
+	if preempts == 0 {
+		t.Errorf("no chunk was set aside in %d scenarios: the priority paths went unchecked", seeds)
 	}
 }
 
-func runCacheScenario(t *testing.T, seed uint64) {
+// countPreempts counts EvChunkPreempt.
+type countPreempts struct{ n *int }
+
+func (c countPreempts) Record(ev *multipath.Event) {
+	if ev.Kind == multipath.EvChunkPreempt {
+		*c.n++
+	}
+}
+
+// runCacheScenario runs one seed's scenario and returns how many chunks
+// were set aside for higher-priority ones.
+func runCacheScenario(t *testing.T, seed uint64) int {
+	var preempts int
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	np := 1 + rng.IntN(9)
 	if rng.IntN(8) == 0 {
@@ -57,6 +74,7 @@ func runCacheScenario(t *testing.T, seed uint64) {
 	if rng.IntN(4) == 0 {
 		cfg.ProbeInterval = time.Duration(50+rng.IntN(200)) * time.Microsecond
 	}
+	cfg.Recorder = countPreempts{&preempts}
 	cfg.MinTimeout = time.Millisecond
 	cfg.QuarantineMin = 200 * time.Microsecond
 	cfg.QuarantineMax = 2 * time.Millisecond
@@ -67,11 +85,27 @@ func runCacheScenario(t *testing.T, seed uint64) {
 	for i := range rates {
 		rates[i] = rateSet[rng.IntN(len(rateSet))]
 	}
+	tiers := 1
+	if rng.IntN(3) == 0 {
+		tiers = 2 + rng.IntN(3)
+		if rng.IntN(2) == 0 {
+			cfg.TierSpill = time.Duration(rng.IntN(100)-20) * time.Microsecond
+		}
+	}
+	if rng.IntN(3) == 0 {
+		cfg.PriorityGuard = units.Bytes(rng.IntN(16)-4) * units.MiB
+	}
 	for i := range np {
 		// Paths on one NIC state its (the fastest) rate.
 		nic := i % nics
-		cfg.Paths = append(cfg.Paths, multipath.PathConfig{LineRate: rates[nic], BaseRTT: rtt, NIC: nic})
+		cfg.Paths = append(cfg.Paths, multipath.PathConfig{LineRate: rates[nic], BaseRTT: rtt, NIC: nic, Tier: 3 * rng.IntN(tiers)})
 		rates[i] = rates[nic]
+	}
+	prio := func() multipath.Priority {
+		if rng.IntN(2) == 0 {
+			return 0
+		}
+		return multipath.Priority(rng.IntN(int(multipath.MaxPriority) + 1))
 	}
 	n := enginetest.New(t, cfg, rates, rtt)
 	n.NoReset = rng.IntN(4) == 0
@@ -90,8 +124,9 @@ func runCacheScenario(t *testing.T, seed uint64) {
 	var ids []multipath.TransferID
 	for id := range multipath.TransferID(1 + rng.IntN(4)) {
 		ids = append(ids, id+1)
-		n.Submit(id+1, units.Bytes(1+rng.IntN(24))*units.MiB+units.Bytes(rng.IntN(4096)), 0)
+		n.SubmitSpec(multipath.TransferSpec{ID: id + 1, Size: units.Bytes(1+rng.IntN(24))*units.MiB + units.Bytes(rng.IntN(4096)), Priority: prio()})
 	}
+	late, lateAt := 0, 5+rng.IntN(100)
 	canceled := false
 	steps := 0
 	hook := func() {
@@ -114,6 +149,14 @@ func runCacheScenario(t *testing.T, seed uint64) {
 		case x == 4 && !canceled && len(ids) > 1:
 			canceled = true
 			_ = n.E.Cancel(n.Now, ids[len(ids)-1], errors.New("test"))
+		case (x >= 5 && x < 25 || steps%lateAt == 0) && late < 12 && n.E.Live() < 200:
+			// A transfer arriving mid-run, of any class.
+			late++
+			id := multipath.TransferID(100 + late)
+			_, _, err := n.E.Submit(n.Now, multipath.TransferSpec{ID: id, Size: units.Bytes(1+rng.IntN(4)) * units.MiB / 2, Priority: multipath.Priority(rng.IntN(multipath.NumPriorities))})
+			if err != nil && !errors.Is(err, multipath.ErrNoPath) {
+				t.Fatalf("seed %d: late Submit: %v", seed, err)
+			}
 		}
 		if steps == 6000 {
 			// Heal everything so the run ends.
@@ -142,4 +185,6 @@ func runCacheScenario(t *testing.T, seed uint64) {
 	if steps == 0 {
 		t.Fatalf("seed %d: the engine did nothing", seed)
 	}
+	t.Logf("seed %d: %d paths, %d chunks set aside", seed, np, preempts)
+	return preempts
 }

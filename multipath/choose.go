@@ -17,13 +17,35 @@ func (e *Engine) free(p *path) bool {
 }
 
 // finish estimates, in ns from now, when a chunk of c bytes placed on p
-// would complete.
+// would complete. The work ahead of it is what p has in flight plus the
+// unposted rest of its active chunk (one class live; else finishCls).
 func (e *Engine) finish(now vtime.Time, p *path, c units.Bytes, r float64) (f, backlog float64) {
 	backlog = float64(p.inflight)
 	if p.hasActive {
 		t := &e.transfers[p.activeSlot]
 		backlog += float64(chunkLen(&t.plan, int(p.activeChunk)) - t.chunks[p.activeChunk].posted)
 	}
+	return e.finishAfter(now, p, c, r, backlog)
+}
+
+// finishCls is finish for a chunk of class cls while several classes are
+// live: the work ahead of it is what p has in flight plus the unposted
+// rest of the chunks on p of class cls or above (a lower class's would be
+// set aside).
+func (e *Engine) finishCls(now vtime.Time, p *path, c units.Bytes, r float64, cls Priority) (f, backlog float64) {
+	backlog = float64(p.inflight)
+	if p.hasActive && p.activeCls >= cls {
+		t := &e.transfers[p.activeSlot]
+		backlog += float64(chunkLen(&t.plan, int(p.activeChunk)) - t.chunks[p.activeChunk].posted)
+	}
+	if p.hasSusp && p.suspCls >= cls {
+		backlog += float64(e.suspRest(p))
+	}
+	return e.finishAfter(now, p, c, r, backlog)
+}
+
+// finishAfter is finish's estimate given the bytes ahead of the chunk.
+func (e *Engine) finishAfter(now vtime.Time, p *path, c units.Bytes, r, backlog float64) (f, _ float64) {
 	f = (backlog+float64(c))/r + float64(p.srtt)/2
 	if p.blockedUntil > now {
 		f += float64(p.blockedUntil - now)
@@ -53,24 +75,65 @@ func (e *Engine) freePaths(c *candidates) {
 }
 
 // pick chooses the path for the next pending chunk under the configured
-// policy, -1 to wait.
-func (e *Engine) pick(now vtime.Time) int {
+// policy, -1 to wait, and returns the chunk's class. With one class live
+// and one tier the candidates are the free paths; else pickMixed.
+func (e *Engine) pick(now vtime.Time) (int, Priority) {
+	if !e.plain {
+		return e.pickMixed(now)
+	}
+	cls := e.soleCls
 	var c candidates
 	e.freePaths(&c)
 	if c.n == 0 {
-		return -1
+		return -1, cls
 	}
+	if e.cfg.Policy == CongestionAware {
+		return e.pickCongestionAware(now, &c, cls), cls
+	}
+	return e.pickPolicy(now, &c, cls), cls
+}
+
+// pickMixed is pick with several classes live or with tiers: the chunk is
+// of the class nextClass says; the candidates are the free paths and,
+// for a chunk whose class outranks another live class, the paths it may
+// preempt; with tiers, only those of the open tiers (tierAllowed).
+func (e *Engine) pickMixed(now vtime.Time) (int, Priority) {
+	cls := e.nextClass()
+	var c candidates
+	e.freePaths(&c)
+	if cls > 0 && e.clsLive&(1<<cls-1) != 0 {
+		if pre := e.preemptable(cls); pre != 0 {
+			c.free |= pre
+			c.n = c.free.count()
+		}
+	}
+	allowed := e.all
+	if e.tiered {
+		allowed = e.tierAllowed(now, c.free)
+		c.free &= allowed
+		c.n = c.free.count()
+	}
+	if c.n == 0 {
+		return -1, cls
+	}
+	if e.cfg.Policy == CongestionAware {
+		return e.pickCongestionAwareCls(now, &c, cls, allowed), cls
+	}
+	return e.pickPolicy(now, &c, cls), cls
+}
+
+// pickPolicy chooses among the candidates under a policy other than
+// CongestionAware.
+func (e *Engine) pickPolicy(now vtime.Time, c *candidates, cls Priority) int {
 	switch e.cfg.Policy {
 	case RoundRobin:
-		return e.pickRoundRobin(&c)
+		return e.pickRoundRobin(c)
 	case Random:
-		return e.pickRandom(&c)
+		return e.pickRandom(c)
 	case MinRTT:
-		return e.pickMinRTT(&c)
-	case PowerOfTwo:
-		return e.pickPowerOfTwo(now, &c)
+		return e.pickMinRTT(c)
 	}
-	return e.pickCongestionAware(now, &c)
+	return e.pickPowerOfTwo(now, c, cls)
 }
 
 // pickRoundRobin takes the first free path after the one it took last,
@@ -106,7 +169,7 @@ func (e *Engine) pickMinRTT(c *candidates) int {
 // pickPowerOfTwo samples two distinct free paths and takes the one with
 // the earlier estimated finish for the next chunk (Mitzenmacher's power of
 // two choices); the first sampled wins a tie.
-func (e *Engine) pickPowerOfTwo(now vtime.Time, c *candidates) int {
+func (e *Engine) pickPowerOfTwo(now vtime.Time, c *candidates, cls Priority) int {
 	if c.n == 1 {
 		return c.free.first()
 	}
@@ -116,10 +179,10 @@ func (e *Engine) pickPowerOfTwo(now vtime.Time, c *candidates) int {
 		b++
 	}
 	ia, ib := c.free.nth(a), c.free.nth(b)
-	size := e.peekLen()
+	size := e.peekLen(cls)
 	pa, pb := &e.paths[ia], &e.paths[ib]
-	fa, _ := e.finish(now, pa, size, e.effRate(pa))
-	fb, _ := e.finish(now, pb, size, e.effRate(pb))
+	fa, _ := e.finishCls(now, pa, size, e.effRate(pa), cls)
+	fb, _ := e.finishCls(now, pb, size, e.effRate(pb), cls)
 	if fb < fa {
 		return ib
 	}
@@ -133,8 +196,10 @@ func (e *Engine) pickPowerOfTwo(now vtime.Time, c *candidates) int {
 // for the chunk and T = (backlog of the others + pending bytes) / (their
 // rates) the time the others need for all remaining work. In bulk T is
 // large and every path takes chunks; near the tail a slow path stays idle.
-func (e *Engine) pickCongestionAware(now vtime.Time, c *candidates) int {
-	size := e.peekLen()
+// This is the engine with one class live (cls) and one tier; with more,
+// pickCongestionAwareCls.
+func (e *Engine) pickCongestionAware(now vtime.Time, c *candidates, cls Priority) int {
+	size := e.peekLen(cls)
 	best, bestF, bestR, bestB := -1, math.Inf(1), 0.0, 0.0
 	sumR, sumB := 0.0, 0.0
 	// The smallest and second smallest finish over every usable path, and
@@ -172,11 +237,57 @@ func (e *Engine) pickCongestionAware(now vtime.Time, c *candidates) int {
 	return best
 }
 
-// peekLen returns the length of the chunk assign would hand out next.
-func (e *Engine) peekLen() units.Bytes {
-	na := len(e.active)
+// pickCongestionAwareCls is pickCongestionAware for a chunk of class cls
+// while several classes are live, or with tiers: the work is counted as
+// the chunk sees it (finishCls: a lower class's unposted work would be set
+// aside; pendingFrom: the pending work of its class and above), over the
+// up paths of the open tiers (allowed). It is kept apart from the plain
+// one, which runs once per chunk in every engine, so that the common case
+// pays nothing for classes and tiers.
+func (e *Engine) pickCongestionAwareCls(now vtime.Time, c *candidates, cls Priority, allowed pathSet) int {
+	size := e.peekLen(cls)
+	best, bestF, bestR, bestB := -1, math.Inf(1), 0.0, 0.0
+	sumR, sumB := 0.0, 0.0
+	min1, min2, min1At := math.Inf(1), math.Inf(1), -1
+	for m := e.up & allowed; m != 0; m &= m - 1 {
+		i := m.first()
+		p := &e.paths[i]
+		r := e.effRate(p)
+		fi, b := e.finishCls(now, p, size, r, cls)
+		sumR += r
+		sumB += b
+		if fi < bestF && c.free&bitOf(i) != 0 {
+			best, bestF, bestR, bestB = i, fi, r, b
+		}
+		if fi < min1 {
+			min1, min2, min1At = fi, min1, i
+		} else if fi < min2 {
+			min2 = fi
+		}
+	}
+	if best < 0 {
+		return -1
+	}
+	if others := sumR - bestR; others > 0 {
+		minOther := min1
+		if min1At == best {
+			minOther = min2
+		}
+		tOthers := (sumB - bestB + float64(e.pendingFrom(cls))) / others
+		if bestF > max(minOther, tOthers) {
+			return -1
+		}
+	}
+	return best
+}
+
+// peekLen returns the length of the chunk assign would hand out next for
+// class cls.
+func (e *Engine) peekLen(cls Priority) units.Bytes {
+	cl := &e.cls[cls&7]
+	na := len(cl.slots)
 	for k := 0; k < na; k++ {
-		t := &e.transfers[e.active[(e.rr+k)%na]]
+		t := &e.transfers[cl.slots[(cl.rr+k)%na]]
 		if t.reqHead >= 0 {
 			return chunkLen(&t.plan, int(t.reqHead))
 		}
@@ -187,13 +298,15 @@ func (e *Engine) peekLen() units.Bytes {
 	return 0
 }
 
-// assign hands the next pending chunk (round-robin over transfers) to
-// path i.
-func (e *Engine) assign(now vtime.Time, i int) bool {
-	na := len(e.active)
+// assign hands the next pending chunk of class cls (round-robin over the
+// class's transfers) to path i. If i is busy (preemptable), its active
+// chunk is set aside until the new one is posted.
+func (e *Engine) assign(now vtime.Time, i int, cls Priority) bool {
+	cl := &e.cls[cls&7]
+	na := len(cl.slots)
 	for k := 0; k < na; k++ {
-		j := (e.rr + k) % na
-		slot := e.active[j]
+		j := (cl.rr + k) % na
+		slot := cl.slots[j]
 		t := &e.transfers[slot]
 		var idx int
 		switch {
@@ -211,8 +324,11 @@ func (e *Engine) assign(now vtime.Time, i int) bool {
 		default:
 			continue
 		}
-		e.rr = (j + 1) % na
+		cl.rr = (j + 1) % na
 		p := &e.paths[i]
+		if p.hasActive {
+			e.preempt(now, i)
+		}
 		ch := &t.chunks[idx]
 		ch.status = chunkActive
 		ch.path = int16(i)
@@ -221,9 +337,12 @@ func (e *Engine) assign(now vtime.Time, i int) bool {
 		ch.startAt = now
 		ch.marks0 = p.marks
 		clen := chunkLen(&t.plan, idx)
-		e.pending -= clen
-		e.pendingN--
-		p.activeSlot, p.activeChunk = slot, uint32(idx)
+		p.pinned = false
+		if e.mixed {
+			p.pinned = e.guardCount(cls, clen)
+		}
+		e.addPending(t, -clen, -1)
+		p.activeSlot, p.activeChunk, p.activeCls = slot, uint32(idx), cls
 		e.setActive(i, true)
 		if e.rec != nil {
 			e.event(EvChunkStart, now)

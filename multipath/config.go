@@ -73,6 +73,13 @@ type PathConfig struct {
 	BaseRTT  time.Duration // empty-path RTT estimate; 0 means 10 µs
 	MTU      units.Bytes   // payload bytes per packet; 0 means 4096
 	Hops     int           // switch hops; 0 means unknown (1)
+	// Tier ranks the path in the host's topology, 0..MaxPaths-1, lower
+	// preferred (qp/verbs.PathChoice.Tier: the NIC on the memory's PCIe
+	// switch or NUMA node, rail-aligned with the peer's): new chunks go
+	// to the lowest tier that has an up path with room, and spill to the
+	// next only after Config.TierSpill without room there (see the package
+	// doc, "Tiers"). Default 0: every path in one tier.
+	Tier int
 }
 
 // PacingConfig configures the per-path and per-port token buckets.
@@ -143,6 +150,25 @@ type Config struct {
 	// recent chunks saw marks: finish·(1 + ECNPenalty·marked). 0 means 1;
 	// negative disables.
 	ECNPenalty float64
+	// PriorityGuard bounds the starvation of lower priority classes
+	// (TransferSpec.Priority): once the highest class with pending chunks
+	// has been handed this many bytes of chunks while a lower class had
+	// chunks waiting, the next chunk goes to the waiting lower class
+	// served least recently. 0 means 64 MiB; negative disables the guard
+	// (strict priority).
+	PriorityGuard units.Bytes
+	// Priorities declares that the engine will carry transfers of
+	// several priority classes: the default class keeps a shallow send
+	// queue from the start (see the package doc, "Priorities"), as it
+	// otherwise does only once a transfer of a higher class has been
+	// submitted.
+	Priorities bool
+	// TierSpill is how long every up path of the open tiers must have had
+	// no room for a waiting chunk before the next tier (PathConfig.Tier)
+	// gets chunks; 0 means four round trips of the open tiers' slowest
+	// path (smoothed RTT, BaseRTT before a sample); negative spills at
+	// once.
+	TierSpill time.Duration
 	// Rand is the randomness for the Random and PowerOfTwo policies; nil
 	// means a PCG seeded with Seed.
 	Rand *rand.Rand
@@ -167,6 +193,9 @@ func (c *Config) validate() error {
 		}
 		if p.NIC < 0 || p.NIC >= MaxPaths {
 			return fmt.Errorf("multipath: Config.Paths[%d].NIC = %d (valid: 0..%d)", i, p.NIC, MaxPaths-1)
+		}
+		if p.Tier < 0 || p.Tier >= MaxPaths {
+			return fmt.Errorf("multipath: Config.Paths[%d].Tier = %d (valid: 0..%d, lower preferred)", i, p.Tier, MaxPaths-1)
 		}
 	}
 	if int(c.Policy) >= len(policyNames) {

@@ -54,12 +54,78 @@
 //
 // # Fairness between transfers
 //
-// Concurrent transfers share every path. Chunks are handed out round-robin
-// across active transfers, one chunk per transfer per turn (processor
-// sharing at chunk granularity): with equal chunk sizes, k transfers each
-// get 1/k of the aggregate rate while all are active. Within a transfer,
-// requeued chunks go before fresh ones, so a failure does not push a
-// transfer's tail further out.
+// Concurrent transfers of one priority class share every path. Chunks are
+// handed out round-robin across the class's active transfers, one chunk
+// per transfer per turn (processor sharing at chunk granularity): with
+// equal chunk sizes, k transfers each get 1/k of the aggregate rate while
+// all are active. Within a transfer, requeued chunks go before fresh
+// ones, so a failure does not push a transfer's tail further out.
+//
+// # Priorities
+//
+// A transfer carries a class, TransferSpec.Priority: 0 (PriorityDefault,
+// the zero value) to MaxPriority = 7, higher served first. The discipline
+// is strict priority with a starvation guard, not weighted sharing: the
+// case it serves is a decode step's 2 MiB KV block that must not wait
+// behind a weight shard (Mooncake's async_send priorities), where any
+// share given to the bulk class is latency taken from the block (an 8:1
+// weighting still gives the bulk neighbour 1/9 of the rate: the block
+// takes 1.125 times as long at best, before any queueing), while
+// latency-bound traffic is a small share of the bytes, so the bulk class
+// still gets most of the capacity over time. The guard bounds the
+// starvation that strict priority allows when the high class does not
+// leave room:
+//
+//   - Per path: a free path takes the next chunk of the highest class with
+//     pending chunks (round-robin within the class), unless the guard is
+//     due: once the top class has been handed Config.PriorityGuard bytes
+//     (64 MiB by default) of chunks while lower-class work waited, the
+//     next chunk goes to the waiting lower class served least recently,
+//     and that chunk is not set aside (below).
+//   - Across paths: a path holds one active chunk, whose segments it posts
+//     as its window allows, plus the work requests already posted. A
+//     chunk of a higher class may take a path whose active chunk is of a
+//     lower class: the lower chunk's posted segments stay in flight, its
+//     unposted rest is set aside (EvChunkPreempt) and goes on once the
+//     higher chunk is posted to its last segment (RC keeps a chunk's
+//     WRITE WITH IMM after its other segments on the queue pair whatever
+//     is posted in between). Congestion-aware choice counts, for a chunk
+//     of class c, only the work of classes c and above ahead of it. A
+//     chunk set aside can be set aside again after it resumes; while the
+//     guard is due nothing is set aside, and a lower class is served when
+//     one of its chunks is posted to the end.
+//   - Posted work cannot be recalled, so what a higher chunk finds ahead
+//     of it is what lower classes posted: by default each path may post
+//     its window plus two segments, and software pacing at line rate
+//     counts payload only, so a long transfer on several paths of one NIC
+//     builds that depth on every path (in the simulator, 4 paths of a
+//     100 Gb/s NIC hold about 900 KB: 72 µs). Once the engine has been
+//     given a transfer of class k (from the start with Config.Priorities),
+//     chunks of classes below k keep a shallow queue: the paths of a NIC
+//     share one path's allowance between them (Engine.depth), posted in
+//     smaller work requests when that share is under a segment. With one
+//     path per NIC this changes nothing, and the first higher-class
+//     transfer on an engine that was not told finds the deep queue.
+//
+// With every transfer in one class the engine behaves exactly as without
+// classes (the golden traces pin it).
+//
+// # Tiers
+//
+// PathConfig.Tier ranks paths by topology (qp/verbs.ChoosePaths: the NIC
+// on the memory's PCIe switch or NUMA node and on the peer's rail first),
+// lower preferred. New chunks go to the lowest tier with an up path that
+// could take one (free, or preemptable for the chunk's class); a higher
+// tier opens only once every up path of the open tiers has had no room
+// for a waiting chunk for Config.TierSpill (four round trips by default;
+// the wait is a deadline), or at once when no path of a tier is up, and
+// the open tiers close back to the lowest with room as soon as it has
+// some; chunks already on a higher tier finish there. So a small tensor
+// stays on its preferred NICs, a bulk transfer whose chunks queue for
+// them spills onto the others, and a failed or stalled preferred NIC
+// moves the work instead of failing the transfer. A new transfer is
+// planned (chunk.NewPlan) for the usable paths of the lowest tier that has
+// one.
 //
 // # Failure handling
 //

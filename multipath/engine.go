@@ -55,6 +55,11 @@ type TransferSpec struct {
 	// posted) and waits for Start, which may also set Remote. A held
 	// transfer can be canceled.
 	Hold bool
+	// Priority is the transfer's class, 0 (PriorityDefault) to
+	// MaxPriority: chunks of a higher class are handed out first, and may
+	// set aside the unposted segments of a lower class's chunk on a busy
+	// path (see the package doc, "Priorities").
+	Priority Priority
 }
 
 // Completion is a send completion (or a failed post) reported to the
@@ -120,9 +125,28 @@ type Engine struct {
 	transfers []transfer
 	freeSlots []uint16
 	active    []uint16 // live transfer slots in submission order
-	rr        int      // round-robin cursor into active
 	pending   units.Bytes
 	pendingN  int
+
+	// Priority classes (priority.go).
+	cls      [NumPriorities]class
+	clsPend  uint8       // classes with pending chunks
+	clsLive  uint8       // classes with live transfers
+	mixed    bool        // more than one class live
+	soleCls  Priority    // the live class when not mixed
+	plain    bool        // one class live and one tier (classesChanged)
+	guard    units.Bytes // Config.PriorityGuard resolved; 0: none
+	skipped  units.Bytes // chunk bytes the top class got while a lower one waited
+	serveSeq uint64
+	suspSet  pathSet  // paths with a chunk set aside
+	deepCls  Priority // chunks of lower classes keep a shallow send queue (depth)
+
+	// Tiers (tier.go).
+	tiered   bool
+	tierSets []pathSet  // paths per tier, lowest tier first
+	tierUpTo []pathSet  // paths of tiers 0..k
+	tierOpen int        // highest tier index taking new chunks
+	spillAt  vtime.Time // when the next tier opens if the open ones still have no room; vtime.Never: none
 
 	work     []work
 	freeWork int32
@@ -186,7 +210,12 @@ func New(cfg Config) (*Engine, error) {
 	} else if cfg.ECNPenalty < 0 {
 		cfg.ECNPenalty = 0
 	}
-	e := &Engine{cfg: cfg, rec: cfg.Recorder, rng: cfg.Rand}
+	e := &Engine{cfg: cfg, rec: cfg.Recorder, rng: cfg.Rand, guard: cfg.PriorityGuard, spillAt: vtime.Never, plain: true}
+	if e.guard == 0 {
+		e.guard = defaultPriorityGuard
+	} else if e.guard < 0 {
+		e.guard = 0
+	}
 	if e.rng == nil {
 		e.rng = rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
 	}
@@ -221,6 +250,11 @@ func New(cfg Config) (*Engine, error) {
 		e.freeSlots[i] = uint16(cfg.MaxTransfers - 1 - i)
 	}
 	e.active = make([]uint16, 0, cfg.MaxTransfers)
+	e.initTiers()
+	e.classesChanged()
+	if cfg.Priorities {
+		e.deepCls = 1
+	}
 	e.notes = make([]note, cfg.MaxTransfers)
 	return e, nil
 }
@@ -254,6 +288,11 @@ func (e *Engine) initPath(i int) error {
 	p.cfg = *pc
 	p.idx = i
 	p.alg = alg
+	for _, q := range e.cfg.Paths {
+		if q.NIC == pc.NIC {
+			p.nicPaths++
+		}
+	}
 	p.rateEst = pc.LineRate
 	p.fifo = make([]uint64, e.cfg.MaxWRPerPath+1)
 	pcfg := pacing.Config{

@@ -90,7 +90,7 @@ type EventKind uint8
 
 // Recorder event kinds.
 const (
-	EvTransferStart  EventKind = iota + 1 // Transfer, Bytes (tensor size), Chunk (chunk count), Size (chunk size)
+	EvTransferStart  EventKind = iota + 1 // Transfer, Bytes (tensor size), Chunk (chunk count), Size (chunk size), Priority
 	EvTransferDone                        // Transfer, Bytes
 	EvTransferFailed                      // Transfer, Reason
 	EvChunkStart                          // Transfer, Chunk, Path, Attempt, Bytes: an attempt begins on Path
@@ -102,6 +102,7 @@ const (
 	EvProbe                               // Path, RTT
 	EvCNP                                 // Path, ECN (CNPs in this reading)
 	EvPathSample                          // Path, Window, Rate, InFlight, SRTT, Bytes (cumulative acked): sampled on every chunk completion on Path
+	EvChunkPreempt                        // Transfer, Chunk, Path, Attempt, Bytes (unposted): a higher-priority chunk on Path sets this one's unposted rest aside until it is posted
 )
 
 // String returns the kind's name.
@@ -131,6 +132,8 @@ func (k EventKind) String() string {
 		return "cnp"
 	case EvPathSample:
 		return "path-sample"
+	case EvChunkPreempt:
+		return "chunk-preempt"
 	}
 	return "unknown"
 }
@@ -152,7 +155,8 @@ type Event struct {
 	Rate     units.BitRate
 	InFlight units.Bytes
 	SRTT     time.Duration
-	Reason   string // a static string; never built per event
+	Reason   string   // a static string; never built per event
+	Priority Priority // the transfer's class, for EvTransferStart
 }
 
 // Recorder receives engine events for telemetry. The engine calls it

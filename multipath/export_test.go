@@ -23,6 +23,12 @@ func (e *Engine) CheckCaches(now vtime.Time) error {
 		if got, want := e.busy&b != 0, p.hasActive; got != want {
 			return fmt.Errorf("path %d: in busy set = %v, hasActive %v", i, got, want)
 		}
+		if got, want := e.suspSet&b != 0, p.hasSusp; got != want {
+			return fmt.Errorf("path %d: in suspended set = %v, hasSusp %v", i, got, want)
+		}
+		if p.hasSusp && (!p.hasActive || p.suspCls >= p.activeCls) {
+			return fmt.Errorf("path %d: chunk of class %d set aside under class %d (active %v)", i, p.suspCls, p.activeCls, p.hasActive)
+		}
 		if got, want := e.fenceSet&b != 0, p.fence; got != want {
 			return fmt.Errorf("path %d: in fence set = %v, fence %v", i, got, want)
 		}
@@ -62,9 +68,35 @@ func (e *Engine) CheckCaches(now vtime.Time) error {
 		clen := chunkLen(&t.plan, int(p.activeChunk))
 		first := min(p.seg, clen-ch.posted)
 		if (p.inflight == 0 || p.inflight < p.win+2*p.seg) && p.wrOut < e.cfg.MaxWRPerPath &&
-			!(p.inflight > 0 && p.inflight+first > p.win+2*p.seg) && e.freeWork >= 0 && ch.posted < clen {
+			!(p.inflight > 0 && p.inflight+first > e.depth(p)) && e.freeWork >= 0 && ch.posted < clen {
 			return fmt.Errorf("path %d: could post %v (in flight %v, window %v, segment %v, %d work requests) but is not in the recheck set",
 				i, first, p.inflight, p.win, p.seg, p.wrOut)
+		}
+	}
+	if e.spillAt != vtime.Never {
+		if e.pendingN == 0 {
+			return fmt.Errorf("spill deadline %v with no chunk pending", e.spillAt)
+		}
+		slow = vtime.Earliest(slow, e.spillAt)
+	}
+	var pendN [NumPriorities]int
+	for _, s := range e.active {
+		t := &e.transfers[s]
+		for i := range t.chunks {
+			if ch := &t.chunks[i]; ch.status == chunkPending && (i >= t.nextFresh || ch.queued) {
+				pendN[t.prio]++
+			}
+		}
+	}
+	for c := range pendN {
+		if e.plain {
+			break // per-class counts are kept only when not plain
+		}
+		if pendN[c] != e.cls[c].pendingN || (pendN[c] > 0) != (e.clsPend&(1<<c) != 0) {
+			return fmt.Errorf("class %d: %d chunks pending, counted %d (pending mask %08b)", c, pendN[c], e.cls[c].pendingN, e.clsPend)
+		}
+		if (len(e.cls[c].slots) > 0) != (e.clsLive&(1<<c) != 0) {
+			return fmt.Errorf("class %d: %d live transfers, live mask %08b", c, len(e.cls[c].slots), e.clsLive)
 		}
 	}
 	if got := e.Deadline(); got != slow {

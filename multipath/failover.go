@@ -132,6 +132,7 @@ func (e *Engine) lose(now vtime.Time, i int, to PathState, reason string, fence 
 	e.setState(i, to)
 	p.reason = reason
 	p.upAt = vtime.Never
+	e.dropSuspended(i)
 	e.setActive(i, false)
 	p.blockedUntil = 0
 	if to == PathQuarantined {
@@ -177,8 +178,7 @@ func (e *Engine) requeuePath(now vtime.Time, i int, reason string) {
 			t.reqTail = int32(j)
 			t.requeues++
 			e.paths[i].requeues++
-			e.pending += chunkLen(&t.plan, j)
-			e.pendingN++
+			e.addPending(t, chunkLen(&t.plan, j), 1)
 			if e.rec != nil {
 				e.event(EvChunkRequeue, now)
 				e.ev.Transfer, e.ev.Chunk, e.ev.Path, e.ev.Attempt, e.ev.Reason = t.id, uint32(j), i, ch.attempt, reason

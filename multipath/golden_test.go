@@ -165,6 +165,51 @@ func goldenScenarios() []goldenScenario {
 				n.Submit(1, 96*units.MiB, 4*units.MiB)
 				return []multipath.TransferID{1}
 			}},
+		// Priority classes: a bulk transfer on paths sharing two NICs, a
+		// class-4 and a class-2 tensor arriving while it runs (chunks set
+		// aside, the shallow queue), and a small guard.
+		{"prio-preempt-guard", multipath.Config{CC: "dcqcn", PriorityGuard: 6 * units.MiB, Paths: []multipath.PathConfig{
+			{LineRate: 100 * gbps, BaseRTT: 8 * time.Microsecond, NIC: 0}, {LineRate: 100 * gbps, BaseRTT: 8 * time.Microsecond, NIC: 0},
+			{LineRate: 100 * gbps, BaseRTT: 8 * time.Microsecond, NIC: 1}, {LineRate: 100 * gbps, BaseRTT: 8 * time.Microsecond, NIC: 1},
+		}}, []units.BitRate{50 * gbps, 50 * gbps, 50 * gbps, 50 * gbps}, 8 * time.Microsecond,
+			func(n *enginetest.Net) []multipath.TransferID {
+				state := 0
+				n.Hook = func() {
+					switch {
+					case state == 0 && n.Now >= at(700*time.Microsecond):
+						n.SubmitSpec(multipath.TransferSpec{ID: 2, Size: 3 * units.MiB, Priority: 2})
+						n.SubmitSpec(multipath.TransferSpec{ID: 3, Size: 16 * units.MiB, ChunkSize: units.MiB, Priority: 4})
+						n.Step() // a driver acts on a Submit at once
+						state = 1
+					case state == 1 && n.Now >= at(1500*time.Microsecond):
+						n.SubmitSpec(multipath.TransferSpec{ID: 4, Size: 2 * units.MiB, Priority: 7})
+						n.Step()
+						state = 2
+					}
+				}
+				n.Submit(1, 48*units.MiB, 0)
+				return []multipath.TransferID{1, 2, 3, 4}
+			}},
+		// Topology tiers: tier 0 (two paths), tier 1, tier 3; a tier-0
+		// path dies and comes back while a bulk transfer spills, then a
+		// small transfer stays on the tier-0 path that is up.
+		{"tier-spill-failover", multipath.Config{CC: "fixed", TierSpill: 30 * time.Microsecond, MaxProbeFailures: 2, QuarantineMax: 2 * time.Millisecond, Paths: []multipath.PathConfig{
+			{LineRate: 25 * gbps, BaseRTT: 10 * time.Microsecond, NIC: 0}, {LineRate: 25 * gbps, BaseRTT: 10 * time.Microsecond, NIC: 1},
+			{LineRate: 25 * gbps, BaseRTT: 10 * time.Microsecond, NIC: 2, Tier: 1}, {LineRate: 10 * gbps, BaseRTT: 10 * time.Microsecond, NIC: 3, Tier: 3},
+		}}, []units.BitRate{25 * gbps, 25 * gbps, 25 * gbps, 10 * gbps}, 10 * time.Microsecond,
+			func(n *enginetest.Net) []multipath.TransferID {
+				state := 0
+				n.Hook = func() {
+					n.Dead[0] = n.Now >= at(2*time.Millisecond) && n.Now < at(9*time.Millisecond)
+					if _, done := n.Done[1]; state == 0 && done {
+						n.Submit(2, 2*units.MiB, 0)
+						n.Step()
+						state = 1
+					}
+				}
+				n.Submit(1, 64*units.MiB, units.MiB)
+				return []multipath.TransferID{1, 2}
+			}},
 		{"many-transfers", multipath.Config{CC: "fixed"}, four, 10 * time.Microsecond,
 			func(n *enginetest.Net) []multipath.TransferID {
 				var ids []multipath.TransferID

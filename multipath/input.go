@@ -307,7 +307,7 @@ func (e *Engine) timeout(p *path) time.Duration {
 // paths whose state changed since the last call (sets.go).
 func (e *Engine) Deadline() vtime.Time {
 	e.refreshDeadlines()
-	if d := e.dlTree[1]; d != vtime.Never {
+	if d := min(e.dlTree[1], e.spillAt); d != vtime.Never {
 		return d
 	}
 	return 0

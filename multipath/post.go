@@ -78,7 +78,7 @@ func (e *Engine) Actions(now vtime.Time, dst []Action) int {
 			e.rrPath = 0
 		}
 		if n < len(dst) && e.pendingN > 0 && (e.repick || progress) {
-			if i := e.pick(now); i >= 0 && e.assign(now, i) {
+			if i, cls := e.pick(now); i >= 0 && e.assign(now, i, cls) {
 				progress = true
 			} else {
 				e.repick = false
@@ -89,6 +89,38 @@ func (e *Engine) Actions(now vtime.Time, dst []Action) int {
 		}
 	}
 	return n
+}
+
+// depth is how many bytes path p's active chunk may have posted and not
+// yet completed. A completion comes only after a whole work request
+// crossed, so the engine's in-flight count overstates the bytes in the
+// network by up to one segment being serialised and one queued behind
+// it: the window plus two segments, or a path with a window of one BDP
+// could not keep its pipe full. A chunk of a class below the engine's
+// deep class (priority.go) shares that allowance with the other paths of
+// its NIC: what a higher-priority chunk finds queued ahead of it in the
+// NIC is then one path's allowance, not one per path.
+func (e *Engine) depth(p *path) units.Bytes {
+	if p.activeCls < e.deepCls {
+		d, _ := e.shallow(p)
+		return d
+	}
+	return p.win + 2*p.seg
+}
+
+// shallow returns the depth and the work-request size of a chunk below
+// the deep class on p. When its share is less than a segment, it is
+// posted in smaller work requests (whole MTUs), so that the NIC's paths
+// together keep one path's allowance, not a segment each.
+func (e *Engine) shallow(p *path) (depth, seg units.Bytes) {
+	depth, seg = p.win+2*p.seg, p.seg
+	if p.nicPaths > 1 {
+		depth /= units.Bytes(p.nicPaths)
+	}
+	if depth < seg {
+		seg = max(p.cfg.MTU, depth/p.cfg.MTU*p.cfg.MTU)
+	}
+	return depth, seg
 }
 
 // window is path p's effective window: the CC window capped by
@@ -139,15 +171,19 @@ func (e *Engine) computeSegFor(p *path) units.Bytes {
 // active chunk and is not held back by pacing.
 func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 	p := &e.paths[i]
-	t := &e.transfers[p.activeSlot]
-	ch := &t.chunks[p.activeChunk]
-	clen := chunkLen(&t.plan, int(p.activeChunk))
+	slot, idx := p.activeSlot, p.activeChunk
+	t := &e.transfers[slot]
+	ch := &t.chunks[idx]
+	clen := chunkLen(&t.plan, int(idx))
 	moved := false
-	win := p.win
 	// Cheap checks first: a path whose window or send queue is full needs
 	// no pacer reads.
 	segMax := p.seg
-	if first := min(segMax, clen-ch.posted); (p.inflight > 0 && p.inflight+first > win+2*segMax) ||
+	depth := p.win + 2*segMax
+	if p.activeCls < e.deepCls {
+		depth, segMax = e.shallow(p)
+	}
+	if first := min(segMax, clen-ch.posted); (p.inflight > 0 && p.inflight+first > depth) ||
 		p.wrOut >= e.cfg.MaxWRPerPath || e.freeWork < 0 || ch.posted >= clen {
 		return n, false
 	}
@@ -164,15 +200,10 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 	}
 	var sent units.Bytes
 	paced := false
-	chOff := chunkOff(&t.plan, int(p.activeChunk))
+	chOff := chunkOff(&t.plan, int(idx))
 	for n < len(dst) && ch.posted < clen {
 		seg := min(segMax, clen-ch.posted)
-		// A completion comes only after a whole work request crossed, so
-		// the engine's in-flight count overstates the bytes in the
-		// network by up to one segment being serialised and one queued
-		// behind it: allow the window plus two segments, or a path with
-		// a window of one BDP could not keep its pipe full.
-		if p.inflight > 0 && p.inflight+seg > win+2*segMax {
+		if p.inflight > 0 && p.inflight+seg > depth {
 			break
 		}
 		if p.wrOut >= e.cfg.MaxWRPerPath || e.freeWork < 0 {
@@ -186,15 +217,15 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 		sent += seg
 		off := chOff + ch.posted
 		last := ch.posted+seg == clen
-		id, _ := e.allocWork(workSegment, i, p.activeSlot, p.activeChunk, ch.attempt, seg, now)
+		id, _ := e.allocWork(workSegment, i, slot, idx, ch.attempt, seg, now)
 		a := &dst[n]
 		*a = Action{
-			Kind: ActPost, Path: i, WorkID: id, Transfer: t.id, Chunk: p.activeChunk,
+			Kind: ActPost, Path: i, WorkID: id, Transfer: t.id, Chunk: idx,
 			Offset: off, Local: t.local + off, Remote: t.remote + off, Len: seg, Attempt: ch.attempt,
 		}
 		if last {
 			a.HasImm = true
-			a.ImmData, _ = chunk.EncodeImm(t.tag, p.activeChunk)
+			a.ImmData, _ = chunk.EncodeImm(t.tag, idx)
 		}
 		n++
 		ch.posted += seg
@@ -203,9 +234,16 @@ func (e *Engine) post(now vtime.Time, i int, dst []Action, n int) (int, bool) {
 		moved = true
 		if last {
 			ch.status = chunkPosted
-			e.setActive(i, false)
+			if e.skipped != 0 {
+				e.guardServed(p)
+			}
+			if p.hasSusp { // a chunk set aside goes on (priority.go)
+				e.resume(i)
+			} else {
+				e.setActive(i, false)
+			} // a chunk set aside goes on (priority.go)
 			if ch.acked >= clen { // completions raced ahead (cannot happen on RC, but be exact)
-				e.chunkDone(now, p.activeSlot, p.activeChunk, i, 0)
+				e.chunkDone(now, slot, idx, i, 0)
 			}
 		}
 	}

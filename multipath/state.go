@@ -88,6 +88,7 @@ type transfer struct {
 	done      int
 	requeues  int
 	startAt   vtime.Time
+	prio      Priority
 }
 
 type workKind uint8
@@ -146,9 +147,19 @@ type path struct {
 	fromDead    bool   // the outstanding probe is a dead path's slow retry
 	lastProbe   vtime.Time
 
-	hasActive    bool
-	activeSlot   uint16
-	activeChunk  uint32
+	hasActive   bool
+	activeSlot  uint16
+	activeChunk uint32
+	activeCls   Priority // the active chunk's transfer's class
+	// A chunk of a lower class set aside by the active one (priority.go):
+	// its unposted segments go on once the active chunk is posted.
+	pinned       bool // the active chunk was handed out by the starvation guard: it is not set aside
+	hasSusp      bool
+	suspCls      Priority
+	suspSlot     uint16
+	suspChunk    uint32
+	tierIdx      uint8 // index of the path's tier in Engine.tierSets
+	nicPaths     int   // paths on this path's NIC, itself included
 	inflight     units.Bytes
 	wrOut        int
 	blockedUntil vtime.Time // pacing: the active chunk's next segment may go then

@@ -23,14 +23,19 @@ func (e *Engine) Submit(now vtime.Time, spec TransferSpec) (int, chunk.Plan, err
 	if spec.Local < 0 || spec.Remote < 0 {
 		return 0, chunk.Plan{}, fmt.Errorf("multipath: transfer %d: Local %d / Remote %d offsets must be >= 0", spec.ID, spec.Local, spec.Remote)
 	}
+	if err := checkPriority(spec.ID, spec.Priority); err != nil {
+		return 0, chunk.Plan{}, err
+	}
 	for i := range e.transfers {
 		if t := &e.transfers[i]; (t.live || t.held || t.draining) && t.id == spec.ID {
 			return 0, chunk.Plan{}, fmt.Errorf("%w: %d", ErrDuplicateID, spec.ID)
 		}
 	}
+	// The plan spreads a small tensor over the usable paths of the
+	// lowest tier that has one: the paths it will normally take.
 	usable := 0
-	for i := range e.paths {
-		if e.paths[i].state.usable() {
+	for m := e.lowestUsableTier(); m != 0; m &= m - 1 {
+		if e.paths[m.first()].state.usable() {
 			usable++
 		}
 	}
@@ -61,7 +66,10 @@ func (e *Engine) Submit(now vtime.Time, spec TransferSpec) (int, chunk.Plan, err
 	gen := t.gen + 1
 	*t = transfer{
 		gen: gen, tag: chunk.MakeTag(int(slot), gen), id: spec.ID, plan: plan, local: spec.Local, remote: spec.Remote,
-		chunks: chunks, reqHead: -1, reqTail: -1, startAt: now,
+		chunks: chunks, reqHead: -1, reqTail: -1, startAt: now, prio: spec.Priority,
+	}
+	if spec.Priority > e.deepCls {
+		e.deepCls = spec.Priority // lower classes go shallow from now on
 	}
 	if spec.Hold {
 		t.held = true
@@ -71,7 +79,7 @@ func (e *Engine) Submit(now vtime.Time, spec TransferSpec) (int, chunk.Plan, err
 	}
 	if e.rec != nil {
 		e.event(EvTransferStart, now)
-		e.ev.Transfer, e.ev.Bytes, e.ev.Chunk, e.ev.Size = spec.ID, plan.Size, uint32(plan.Count), plan.ChunkSize
+		e.ev.Transfer, e.ev.Bytes, e.ev.Chunk, e.ev.Size, e.ev.Priority = spec.ID, plan.Size, uint32(plan.Count), plan.ChunkSize, spec.Priority
 		e.rec.Record(&e.ev)
 	}
 	return t.tag, plan, nil
@@ -83,8 +91,10 @@ func (e *Engine) schedule(slot uint16) {
 	t.live = true
 	e.active = append(e.active, slot)
 	e.repick = true
-	e.pending += t.plan.Size
-	e.pendingN += t.plan.Count
+	// Pending first: a class that makes the engine mixed recounts them
+	// (classesChanged), this transfer's included.
+	e.addPending(t, t.plan.Size, t.plan.Count)
+	e.addClassSlot(slot)
 }
 
 // Start schedules held transfer id (TransferSpec.Hold) at now, landing at
@@ -173,6 +183,7 @@ func (e *Engine) Abort(now vtime.Time, err error) {
 	for i := range e.paths {
 		p := &e.paths[i]
 		e.setState(i, PathDown)
+		e.dropSuspended(i)
 		e.setActive(i, false)
 		p.reason = "aborted"
 		p.fence, p.fencing = false, false
@@ -229,15 +240,17 @@ func (e *Engine) decide(now vtime.Time, slot uint16, err error) {
 			ch := &t.chunks[i]
 			if ch.status == chunkPending {
 				if i >= t.nextFresh || ch.queued {
-					e.pending -= chunkLen(&t.plan, i)
-					e.pendingN--
+					e.addPending(t, -chunkLen(&t.plan, i), -1)
 				}
 			}
 		}
 		for i := range e.paths {
 			p := &e.paths[i]
+			if p.hasSusp && p.suspSlot == slot {
+				e.dropSuspended(i)
+			}
 			if p.hasActive && p.activeSlot == slot {
-				e.setActive(i, false)
+				e.endActive(i)
 			}
 		}
 	}
@@ -249,17 +262,10 @@ func (e *Engine) decide(now vtime.Time, slot uint16, err error) {
 		if s == slot {
 			copy(e.active[j:], e.active[j+1:])
 			e.active = e.active[:len(e.active)-1]
-			if e.rr > j {
-				e.rr--
-			}
 			break
 		}
 	}
-	if len(e.active) > 0 {
-		e.rr %= len(e.active)
-	} else {
-		e.rr = 0
-	}
+	e.removeClassSlot(slot)
 	if t.out == 0 {
 		e.retire(now, slot)
 	}

@@ -214,6 +214,17 @@ func (n *Net) Submit(id multipath.TransferID, size, chunkSize units.Bytes) chunk
 	return plan
 }
 
+// SubmitSpec starts the transfer spec describes at Now (its priority,
+// say) and fails the test on error.
+func (n *Net) SubmitSpec(spec multipath.TransferSpec) chunk.Plan {
+	n.T.Helper()
+	_, plan, err := n.E.Submit(n.Now, spec)
+	if err != nil {
+		n.T.Fatal(err)
+	}
+	return plan
+}
+
 // Outstanding returns the work requests posted on path and not yet
 // completed (stalled ones excluded: they never will).
 func (n *Net) Outstanding(path int) int { return n.rings[path].n }

@@ -5,10 +5,10 @@ import "fmt"
 // ChooseNICs ranks the host's open NICs whose port was ACTIVE when the
 // host opened them for a transfer of memory at q.Memory to q.Peer
 // (ChoosePaths over this host's sysfs topology; q.Candidates is
-// replaced). Preferred(result) are the names for DialConfig.NICs: the NICs
-// a connection should use while the engine has no notion of preferred and
-// fall-back paths; the whole result, in order, is what it should get once
-// it has (docs/memory.md, "Topology").
+// replaced). The whole result, in order, is what DialConfig.NICs should
+// get, with each path's tier given to the engine (mptx.TieredPaths,
+// multipath.PathConfig.Tier), as sessions over verbs do; Preferred(result)
+// restricts a connection to the best tier (docs/memory.md, "Topology").
 func (h *Host) ChooseNICs(q PathQuery) ([]PathChoice, error) {
 	topo, err := ReadTopology(SysRoot)
 	if err != nil {
