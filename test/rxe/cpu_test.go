@@ -105,7 +105,7 @@ type ibRef struct {
 // #bytes #iterations BW-peak BW-average MsgRate CPU_Util.
 var bwCPULine = regexp.MustCompile(`(?m)^\s*1048576\s+\d+\s+[\d.]+\s+([\d.]+)\s+[\d.]+\s+([\d.]+)`)
 
-func ibWriteBWCPU(t *testing.T, ctx context.Context, sdev, rdev string, port int) ibRef {
+func ibWriteBWCPU(t testing.TB, ctx context.Context, sdev, rdev string, port int) ibRef {
 	t.Helper()
 	args := func(dev string) []string {
 		return []string{"-d", dev, "-x", "1", "-F", "-s", "1048576", "-D", strconv.Itoa(cpuRefSeconds), "--report_gbits", "--cpu_util", "-p", strconv.Itoa(port)}
@@ -160,7 +160,7 @@ func cpuOf(ps *os.ProcessState) cpuTime { return cpuTime{ps.UserTime(), ps.Syste
 // cpuStat is one reading of /proc/stat's aggregate cpu line, in clock ticks.
 type cpuStat struct{ busyTicks, allTicks uint64 }
 
-func procStat(t *testing.T) cpuStat {
+func procStat(t testing.TB) cpuStat {
 	t.Helper()
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
@@ -197,7 +197,7 @@ type cpuChild struct {
 	errb  strings.Builder
 }
 
-func startCPUChild(t *testing.T, ctx context.Context, role, dev, addr string) *cpuChild {
+func startCPUChild(t testing.TB, ctx context.Context, role, dev, addr string) *cpuChild {
 	t.Helper()
 	c := &cpuChild{role: role, cmd: exec.CommandContext(ctx, os.Args[0], "-test.run=^TestCPUChildVerbs$", "-test.count=1")}
 	c.cmd.Env = append(os.Environ(), "MPTX_RXE_CPU_ROLE="+role, "MPTX_RXE_CPU_DEV="+dev, "MPTX_RXE_CPU_ADDR="+addr)
@@ -220,7 +220,7 @@ func startCPUChild(t *testing.T, ctx context.Context, role, dev, addr string) *c
 }
 
 // field waits for a stdout line "key fields..." and returns the fields.
-func (c *cpuChild) field(t *testing.T, key string, d time.Duration) []string {
+func (c *cpuChild) field(t testing.TB, key string, d time.Duration) []string {
 	t.Helper()
 	got := make(chan []string, 1)
 	go func() {
@@ -244,7 +244,7 @@ func (c *cpuChild) field(t *testing.T, key string, d time.Duration) []string {
 	}
 }
 
-func (c *cpuChild) wait(t *testing.T) {
+func (c *cpuChild) wait(t testing.TB) {
 	t.Helper()
 	if err := c.cmd.Wait(); err != nil {
 		t.Fatalf("%s child: %v\n%s", c.role, err, c.errb.String())
@@ -309,7 +309,7 @@ func TestCPUChildVerbs(t *testing.T) {
 	fmt.Printf("CPU %d %d %d\n", used.user.Nanoseconds(), used.sys.Nanoseconds(), wall.Nanoseconds())
 }
 
-func cpuSend(t *testing.T, ctx context.Context, h *verbs.Host, addr string) (used cpuTime, wall time.Duration) {
+func cpuSend(t testing.TB, ctx context.Context, h *verbs.Host, addr string) (used cpuTime, wall time.Duration) {
 	buf, err := h.Alloc(cpuTensorSize)
 	if err != nil {
 		t.Fatal(err)
@@ -356,7 +356,7 @@ func cpuSend(t *testing.T, ctx context.Context, h *verbs.Host, addr string) (use
 	return used, wall
 }
 
-func cpuRecv(t *testing.T, ctx context.Context, h *verbs.Host) (used cpuTime) {
+func cpuRecv(t testing.TB, ctx context.Context, h *verbs.Host) (used cpuTime) {
 	ln, err := h.Listen("127.0.0.1:0", verbs.ListenConfig{Secret: []byte(goodSecret), MaxSize: cpuTensorSize, QP: cpuQP})
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 // few hundred milliseconds under TCG, long enough for the tensors in
 // flight to finish before the wire goes down and the test to prove
 // nothing.
-func setLink(t *testing.T, wire string, up bool) {
+func setLink(t testing.TB, wire string, up bool) {
 	t.Helper()
 	if err := linkSet(wire, up); err != nil {
 		t.Fatal(err)

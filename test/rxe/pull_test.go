@@ -24,7 +24,7 @@ import (
 
 // mmapped returns n bytes of anonymous mapped memory (exposed memory must
 // be outside the Go heap), unmapped at the test's end.
-func mmapped(t *testing.T, n int) []byte {
+func mmapped(t testing.TB, n int) []byte {
 	t.Helper()
 	mem, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
@@ -35,7 +35,7 @@ func mmapped(t *testing.T, n int) []byte {
 }
 
 // rxBytes reads a net device's received byte count.
-func rxBytes(t *testing.T, dev string) int64 {
+func rxBytes(t testing.TB, dev string) int64 {
 	t.Helper()
 	b, err := os.ReadFile("/sys/class/net/" + dev + "/statistics/rx_bytes")
 	if err != nil {
@@ -51,7 +51,7 @@ func rxBytes(t *testing.T, dev string) int64 {
 // pullSetup exposes size bytes of pattern(id) at the acceptor, between
 // guard bands of 1 MiB on each side, and hands the descriptor to the
 // dialer over the session.
-func pullSetup(t *testing.T, snd, rcv *mptx.Session, size int, id int) (backing []byte, d mptx.Descriptor) {
+func pullSetup(t testing.TB, snd, rcv *mptx.Session, size int, id int) (backing []byte, d mptx.Descriptor) {
 	t.Helper()
 	const guard = 1 << 20
 	backing = mmapped(t, guard+size+guard)
@@ -230,7 +230,7 @@ func TestSessionVerbsPullOutside(t *testing.T) {
 
 // sessionsWith opens a sending and a receiving session over verbs with
 // the configurations given (see sessions).
-func (e env) sessionsWith(t *testing.T, scfg, rcfg mptx.Config) (snd, rcv *mptx.Session) {
+func (e env) sessionsWith(t testing.TB, scfg, rcfg mptx.Config) (snd, rcv *mptx.Session) {
 	t.Helper()
 	ln, err := mptx.Listen("127.0.0.1:0", rcfg)
 	if err != nil {

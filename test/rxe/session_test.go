@@ -82,7 +82,7 @@ func (e env) sessionConfigs(o sessOpts) (snd, rcv mptx.Config) {
 // sessions opens a sending and a receiving session on loopback control
 // (the data goes over the rxe wires); it fails the test unless both run
 // over want.
-func (e env) sessions(t *testing.T, o sessOpts, want mptx.Transport) (snd, rcv *mptx.Session) {
+func (e env) sessions(t testing.TB, o sessOpts, want mptx.Transport) (snd, rcv *mptx.Session) {
 	t.Helper()
 	snd, rcv, err := e.trySessions(t, o)
 	if err != nil {
@@ -94,7 +94,7 @@ func (e env) sessions(t *testing.T, o sessOpts, want mptx.Transport) (snd, rcv *
 	return snd, rcv
 }
 
-func (e env) trySessions(t *testing.T, o sessOpts) (snd, rcv *mptx.Session, err error) {
+func (e env) trySessions(t testing.TB, o sessOpts) (snd, rcv *mptx.Session, err error) {
 	t.Helper()
 	scfg, rcfg := e.sessionConfigs(o)
 	ln, err := mptx.Listen("127.0.0.1:0", rcfg)
@@ -134,7 +134,7 @@ func pattern(id, size int) []byte {
 }
 
 // checkTensor compares every byte of a received tensor with its pattern.
-func checkTensor(t *testing.T, tn *mptx.Tensor, id, size int) {
+func checkTensor(t testing.TB, tn *mptx.Tensor, id, size int) {
 	t.Helper()
 	want := pattern(id, size)
 	if len(tn.Data) != size {
@@ -395,7 +395,7 @@ func TestSessionVerbsPathDown(t *testing.T) {
 // dumpSessions logs what each end knows, for a test that gave up waiting:
 // every transfer's state and statistics, the paths and the receiver's
 // counters.
-func dumpSessions(t *testing.T, snd, rcv *mptx.Session, ts []*mptx.Transfer) {
+func dumpSessions(t testing.TB, snd, rcv *mptx.Session, ts []*mptx.Transfer) {
 	t.Helper()
 	for _, tr := range ts {
 		select {
@@ -421,7 +421,7 @@ func dumpSessions(t *testing.T, snd, rcv *mptx.Session, ts []*mptx.Transfer) {
 }
 
 // netem holds wire's egress packets back by delay until the test ends.
-func netem(t *testing.T, wire string, args ...string) {
+func netem(t testing.TB, wire string, args ...string) {
 	t.Helper()
 	a := append([]string{"qdisc", "replace", "dev", wire, "root", "netem"}, args...)
 	if out, err := exec.Command("tc", a...).CombinedOutput(); err != nil {
@@ -531,28 +531,29 @@ func TestSessionVerbsAutoFallback(t *testing.T) {
 	e.report(t, "auto over an unreachable verbs path fell back to TCP (tensor intact); forced verbs: %s", firstLine(err.Error()))
 }
 
-// TestSessionThroughputVsPerftest compares a verbs session's throughput on
-// one path with ib_write_bw on the same wire in the same VM run, like
-// TestThroughputVsPerftest does for the CLI: three rounds alternating, the
-// ratio is best session over best ib_write_bw (target >= 0.8). A round
-// ships 64 MiB as four 16 MiB tensors in flight at once (SendAsync, each
-// CRC32C-checked by the receiver), timed from the first SendAsync to the
-// last transfer's end. Under TCG the numbers swing with the host's load,
-// which the report quotes (the guest's and, when scripts/rxe-test.sh
-// recorded it, the host's).
-func TestSessionThroughputVsPerftest(t *testing.T) {
-	e := needVM(t)
-	snd, rcv := e.sessions(t, sessOpts{nics: 1, send: 64 * units.MiB, region: 64 * units.MiB}, mptx.TransportVerbs)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+// BenchmarkPerftestSession compares a verbs session's throughput on one
+// path with ib_write_bw on the same wire in the same VM run, like
+// BenchmarkPerftestCLI does for the CLI: one operation is three rounds
+// alternating, the ratio is best session over best ib_write_bw (the
+// issue's target: >= 0.8), reported, not asserted. A round ships 64 MiB as
+// four 16 MiB tensors in flight at once (SendAsync, each CRC32C-checked by
+// the receiver), timed from the first SendAsync to the last transfer's
+// end. Under TCG the numbers swing with the host's load, which the report
+// quotes (the guest's and, when scripts/rxe-test.sh recorded it, the
+// host's).
+func BenchmarkPerftestSession(b *testing.B) {
+	e := needVM(b)
+	snd, rcv := e.sessions(b, sessOpts{nics: 1, send: 64 * units.MiB, region: 64 * units.MiB}, mptx.TransportVerbs)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute*time.Duration(b.N))
 	defer cancel()
-	const n, size = 4, 16 << 20
+	const n, size, rounds = 4, 16 << 20, 3
 	data := make([][]byte, n)
 	for i := range data {
 		data[i] = pattern(200+i, size)
 	}
 	recvErr := make(chan error, 1)
 	go func() {
-		for i := 0; i < 3*n; i++ {
+		for i := 0; i < rounds*n*b.N; i++ {
 			tn, err := rcv.Recv(ctx)
 			if err != nil {
 				recvErr <- err
@@ -562,45 +563,38 @@ func TestSessionThroughputVsPerftest(t *testing.T) {
 		}
 		recvErr <- nil
 	}()
-	var refs, ours []float64
-	for round := 0; round < 3; round++ {
-		ref := ibWriteBW(t, ctx, e.sender[0], e.receiver[0], 18600+round, 3*time.Second)
-		start := time.Now()
-		var ts []*mptx.Transfer
-		for i := 0; i < n; i++ {
-			tr, err := snd.SendAsync(ctx, fmt.Sprintf("r%d/%d", round, i), data[i])
-			if err != nil {
-				t.Fatal(err)
+	for op := 0; op < b.N; op++ {
+		var refs, ours []float64
+		for round := 0; round < rounds; round++ {
+			ref := ibWriteBW(b, ctx, e.sender[0], e.receiver[0], 18600+round, 3*time.Second)
+			start := time.Now()
+			var ts []*mptx.Transfer
+			for i := 0; i < n; i++ {
+				tr, err := snd.SendAsync(ctx, fmt.Sprintf("o%d/r%d/%d", op, round, i), data[i])
+				if err != nil {
+					b.Fatal(err)
+				}
+				ts = append(ts, tr)
 			}
-			ts = append(ts, tr)
-		}
-		for _, tr := range ts {
-			if err := tr.Wait(ctx); err != nil {
-				t.Fatalf("%s: %v", tr.Name, err)
+			for _, tr := range ts {
+				if err := tr.Wait(ctx); err != nil {
+					b.Fatalf("%s: %v", tr.Name, err)
+				}
 			}
+			gbps := float64(n*size*8) / time.Since(start).Seconds() / 1e9
+			b.Logf("round %d: ib_write_bw %.3f Gbit/s, session %.3f Gbit/s", round, ref, gbps)
+			refs, ours = append(refs, ref), append(ours, gbps)
 		}
-		gbps := float64(n*size*8) / time.Since(start).Seconds() / 1e9
-		t.Logf("round %d: ib_write_bw %.3f Gbit/s, session %.3f Gbit/s", round, ref, gbps)
-		refs, ours = append(refs, ref), append(ours, gbps)
+		if best(refs) <= 0 {
+			b.Fatal("ib_write_bw measured nothing")
+		}
+		ratio := best(ours) / best(refs)
+		reportRatio(b, best(ours), best(refs), ratio)
+		e.report(b, "throughput through the session API, one path %s->%s: ib_write_bw %.3f Gbit/s (samples %.3f), session %.3f Gbit/s (4 x 16 MiB in flight, CRC32C on; samples %.3f); ratio %.2f (target >= 0.8); load: %s",
+			e.sender[0], e.receiver[0], best(refs), refs, best(ours), ours, ratio, loadNote())
 	}
 	if err := <-recvErr; err != nil {
-		t.Fatal(err)
-	}
-	best := func(v []float64) float64 {
-		m := 0.0
-		for _, x := range v {
-			m = max(m, x)
-		}
-		return m
-	}
-	if best(refs) <= 0 {
-		t.Fatal("ib_write_bw measured nothing")
-	}
-	ratio := best(ours) / best(refs)
-	e.report(t, "throughput through the session API, one path %s->%s: ib_write_bw %.3f Gbit/s (samples %.3f), session %.3f Gbit/s (4 x 16 MiB in flight, CRC32C on; samples %.3f); ratio %.2f (target >= 0.8); load: %s",
-		e.sender[0], e.receiver[0], best(refs), refs, best(ours), ours, ratio, loadNote())
-	if ratio < 0.8 {
-		t.Errorf("the session reaches %.2f of ib_write_bw on one path; target >= 0.8", ratio)
+		b.Fatal(err)
 	}
 }
 
