@@ -69,15 +69,21 @@ func (e env) sessionConfigs(o sessOpts) (snd, rcv mptx.Config) {
 	if o.sendTr == "" {
 		o.sendTr = mptx.TransportVerbs
 	}
-	snd = mptx.Config{Secret: sessionSecret, Transport: o.sendTr, SendBuffer: o.send, Engine: rxeEngine(o.minStall), Timeout: time.Minute, NoChecksum: o.noCRC,
+	snd = mptx.Config{Secret: sessionSecret, Transport: o.sendTr, SendBuffer: o.send, Engine: rxeEngine(o.minStall), Timeout: setupTimeout, NoChecksum: o.noCRC,
 		Verbs: mptx.VerbsConfig{Devices: o.sendDevs, QPsPerNIC: 1, QP: o.qp}}
-	rcv = mptx.Config{Secret: sessionSecret, RegionSize: o.region, Region: o.regionMem, Timeout: time.Minute, NoChecksum: o.noCRC,
+	rcv = mptx.Config{Secret: sessionSecret, RegionSize: o.region, Region: o.regionMem, Timeout: setupTimeout, NoChecksum: o.noCRC,
 		Verbs: mptx.VerbsConfig{Devices: o.recvDevs, QP: o.qp}}
 	if o.regionMem != nil {
 		rcv.RegionSize = 0
 	}
 	return snd, rcv
 }
+
+// setupTimeout is the sessions' Config.Timeout. Under TCG, with the host
+// loaded, setting a verbs session up has taken 13–34 s (CI) and over a
+// minute (a host running the race tests beside the VM): the acceptor then
+// gives up and the dialer sees the control connection close.
+const setupTimeout = 3 * time.Minute
 
 // sessions opens a sending and a receiving session on loopback control
 // (the data goes over the rxe wires); it fails the test unless both run
@@ -102,7 +108,7 @@ func (e env) trySessions(t testing.TB, o sessOpts) (snd, rcv *mptx.Session, err 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*setupTimeout)
 	defer cancel()
 	start := time.Now()
 	snd, err = mptx.Dial(ctx, ln.Addr().String(), scfg)
