@@ -50,7 +50,8 @@ func main() {
 // exitStatus prints err on one line and returns the exit status: 2 for
 // bad input, 128+n for a run stopped by signal n, else 1.
 func exitStatus(err error) int {
-	fmt.Fprintln(os.Stderr, "mptx:", err)
+	// The library's errors start with "mptx: " too: say it once.
+	fmt.Fprintln(os.Stderr, "mptx:", strings.TrimPrefix(err.Error(), "mptx: "))
 	var ec interface{ ExitCode() int }
 	if errors.As(err, &ec) {
 		os.Exit(ec.ExitCode())
