@@ -93,7 +93,7 @@ expose serves until it is stopped (Ctrl-C), or, with --count N, until N
 sessions have ended. Sessions come and go on stderr.
 
 Exit status: 0 stopped after --count sessions; 130 stopped by Ctrl-C; 2 bad
-input (unreadable or empty files); 1 if listening fails.` + transportsHelp,
+input (unreadable or empty files); 1 if listening fails.` + oneSidedTransportsHelp,
 		Example: `  MPTX_SECRET=$(cat s.key) mptx expose --listen :7472 kv0.bin kv1.bin
   mptx pull --secret-file s.key --count 2 --out pulled 10.0.0.1:7472`,
 		Args: cobra.MinimumNArgs(1),
@@ -245,7 +245,7 @@ mptx recv), or discarded. One line per object on stdout: its size, time,
 rate, CRC-32C and the bytes each path carried.
 
 Exit status: 0 every object pulled; 1 a pull failed; 2 bad input; 130
-stopped by Ctrl-C.` + transportsHelp,
+stopped by Ctrl-C.` + oneSidedTransportsHelp,
 		Example: `  mptx pull --secret-file s.key --out pulled 10.0.0.1:7472
   mptx pull --transport verbs --count 2 --json 10.0.0.1:7472`,
 		Args: cobra.ExactArgs(1),

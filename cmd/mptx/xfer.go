@@ -92,6 +92,18 @@ Transports (--transport; the two ends must agree, or say auto):
          hosts have a usable RDMA device that reaches the other (proven by
          RTT probes on every path), TCP otherwise.`
 
+// oneSidedTransportsHelp closes the help of expose and pull, which run a
+// session on every transport.
+const oneSidedTransportsHelp = `
+Transports (--transport; the two ends must agree, or say auto):
+  tcp    a session over qp/tcp: READ requests and responses as frames on
+         one TCP connection per path, bounds- and rights-checked by the
+         exposing end; runs between any two Linux hosts (loopback included).
+  verbs  a session over RC queue pairs (libibverbs): IBV_WR_RDMA_READ, each
+         file a memory region per NIC with remote-read rights only.
+  auto   verbs when both hosts have a usable RDMA device that reaches the
+         other (proven by RTT probes on every path), TCP otherwise.`
+
 func (x *xferFlags) secret() ([]byte, error) {
 	var s []byte
 	if x.secretFile != "" {
