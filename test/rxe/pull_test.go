@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -138,7 +137,7 @@ func TestSessionVerbsPullPathDown(t *testing.T) {
 	up := true
 	defer func() {
 		if !up {
-			_ = exec.Command("ip", "link", "set", wire, "up").Run()
+			_ = linkSet(wire, true)
 			waitActive(t, e.sender[1])
 		}
 	}()
@@ -155,20 +154,20 @@ func TestSessionVerbsPullPathDown(t *testing.T) {
 	var downAt int64
 	for downAt == 0 {
 		if c := rxBytes(t, wire) - base; c >= 2<<20 {
-			if out, err := exec.Command("ip", "link", "set", wire, "down").CombinedOutput(); err != nil {
-				t.Fatalf("ip link set %s down: %v %s", wire, err, out)
-			}
+			setLink(t, wire, false) // one netlink request: no fork
 			up, downAt = false, c
 			break
 		}
 		select {
 		case <-op.Done():
 			t.Fatalf("the pull ended (%v) before %s carried 2 MiB; nothing was taken down", op.Err(), wire)
-		case <-time.After(2 * time.Millisecond):
+		case <-time.After(time.Millisecond):
 		}
 	}
 	if err := op.Wait(ctx); err != nil {
-		t.Fatalf("pull after %s went down: %v", wire, err)
+		t.Logf("op: %+v", op.Stats())
+		dumpSessions(t, snd, rcv, nil)
+		t.Fatalf("pull after %s went down (after %.1f MiB): %v", wire, float64(downAt)/(1<<20), err)
 	}
 	if got, w := chunk.CRC32C(buf.Bytes()), chunk.CRC32C(pattern(2, size)); got != w {
 		t.Fatalf("pulled CRC32C %#08x, exposed %#08x after a path went down", got, w)
@@ -177,9 +176,7 @@ func TestSessionVerbsPullPathDown(t *testing.T) {
 	if st.PathBytes[0] <= st.PathBytes[1] {
 		t.Errorf("bytes by path %v: want path 0 to carry the rest after path 1 went down", st.PathBytes)
 	}
-	if out, err := exec.Command("ip", "link", "set", wire, "up").CombinedOutput(); err != nil {
-		t.Fatalf("ip link set %s up: %v %s", wire, err, out)
-	}
+	setLink(t, wire, true)
 	up = true
 	waitActive(t, e.sender[1])
 	e.report(t, "pull over verbs, %s down after %.1f MiB of a 48 MiB pull: intact (CRC32C); bytes by path %v, %d requeues", wire, float64(downAt)/(1<<20), st.PathBytes, st.Requeues)
