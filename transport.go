@@ -353,7 +353,8 @@ func (r *tcpReceiver) Close() error {
 // sender's paths into region. The listener stays open for the paths'
 // rejoins until the Receiver is closed.
 func acceptTCP(ctx context.Context, bs *bootstrap.Session, host string, paths int, region []byte, cfg *Config) (qp.Receiver, error) {
-	ln, err := tcp.Listen(net.JoinHostPort(host, "0"), tcp.ListenConfig{Secret: cfg.Secret, RetryTimeout: cfg.TCP.RetryTimeout, MaxPending: paths + 8})
+	ln, err := tcp.Listen(net.JoinHostPort(host, "0"), tcp.ListenConfig{Secret: cfg.Secret, RetryTimeout: cfg.TCP.RetryTimeout, MaxPending: paths + 8,
+		Checksum: !cfg.NoChecksum})
 	if err != nil {
 		return nil, fmt.Errorf("mptx: data listener: %w", err)
 	}

@@ -269,6 +269,15 @@ type Completion struct {
 	// one, the simulator's clock in the simulator, 0 if unknown (the driver
 	// then uses the poll time).
 	At vtime.Time
+	// Sum is the CRC32C (Castagnoli) of the payload of an OpRecvImm's
+	// WRITE WITH IMM (its Bytes bytes) as the backend applied it, and
+	// HasSum says whether the backend computed one: a software backend
+	// that reads the payload itself can checksum each piece right after
+	// it landed, while it is in the CPU's cache, which saves its consumer
+	// a second pass over the memory (qp/tcp with ListenConfig.Checksum).
+	// Backends whose NIC writes the memory leave both zero.
+	Sum    uint32
+	HasSum bool
 }
 
 // PathInfo describes one path (one RC QP) of a connection.
