@@ -38,6 +38,7 @@ type pairOpts struct {
 	handshake    time.Duration // ListenConfig.HandshakeTimeout
 	resetTimeout time.Duration // DialConfig.ResetTimeout
 	retry        time.Duration // RetryTimeout of both ends
+	checksum     bool          // ListenConfig.Checksum
 }
 
 // newPair connects a Conn with len(o.paths) paths (3 if nil) to a Receiver
@@ -48,7 +49,7 @@ func newPair(t testing.TB, region units.Bytes, o pairOpts) *pair {
 	if o.paths == nil {
 		o.paths = make([]tcp.PathConfig, 3)
 	}
-	ln, err := tcp.Listen("127.0.0.1:0", tcp.ListenConfig{Secret: secret, RecvQueue: o.recvQueue, HandshakeTimeout: o.handshake, RetryTimeout: o.retry})
+	ln, err := tcp.Listen("127.0.0.1:0", tcp.ListenConfig{Secret: secret, RecvQueue: o.recvQueue, HandshakeTimeout: o.handshake, RetryTimeout: o.retry, Checksum: o.checksum})
 	if err != nil {
 		t.Fatal(err)
 	}
