@@ -38,7 +38,7 @@ type pairOpts struct {
 	handshake    time.Duration // ListenConfig.HandshakeTimeout
 	resetTimeout time.Duration // DialConfig.ResetTimeout
 	retry        time.Duration // RetryTimeout of both ends
-	checksum     bool          // ListenConfig.Checksum
+	checksum     bool          // ListenConfig.Checksum and DialConfig.Checksum
 }
 
 // newPair connects a Conn with len(o.paths) paths (3 if nil) to a Receiver
@@ -66,7 +66,7 @@ func newPair(t testing.TB, region units.Bytes, o pairOpts) *pair {
 		ch <- res{r, err}
 	}()
 	send := make([]byte, region)
-	c, err := tcp.Dial(ctx, ln.Addr().String(), tcp.DialConfig{Secret: secret, Paths: o.paths, SendRegion: send, MaxSendWR: o.maxWR, ResetTimeout: o.resetTimeout, RetryTimeout: o.retry})
+	c, err := tcp.Dial(ctx, ln.Addr().String(), tcp.DialConfig{Secret: secret, Paths: o.paths, SendRegion: send, MaxSendWR: o.maxWR, ResetTimeout: o.resetTimeout, RetryTimeout: o.retry, Checksum: o.checksum})
 	a := <-ch
 	if a.r != nil {
 		t.Cleanup(func() { a.r.Close() })
