@@ -137,9 +137,9 @@ func (t *sumTap) Poll(dst []qp.Completion) (int, error) {
 		}
 		tag, idx := chunk.DecodeImm(c.Imm)
 		if in := t.rs.checking[tag]; in != nil && int(idx) < len(in.sums) {
-			if _, n := in.plan.Span(int(idx)); c.HasSum && c.Bytes == n && testHookReceived == nil {
+			if off, n := in.plan.Span(int(idx)); c.HasSum && c.Bytes == n && c.SumAt == in.off+off && testHookReceived == nil {
 				// The backend checksummed the write as it landed
-				// (qp/tcp): one write carried the whole chunk.
+				// (qp/tcp), and that write carried exactly the chunk.
 				in.sums[idx], in.summed[idx] = c.Sum, true
 				continue
 			}

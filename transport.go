@@ -326,7 +326,8 @@ func dialTCP(ctx context.Context, addr, dataAddr string, cfg *Config) (qp.Conn, 
 		}
 	}
 	send := make([]byte, sendRegionSize(cfg)) // staging, then the pool (session_alloc.go)
-	c, err := tcp.Dial(ctx, net.JoinHostPort(host, port), tcp.DialConfig{Secret: cfg.Secret, Paths: paths, SendRegion: send, RetryTimeout: cfg.TCP.RetryTimeout})
+	c, err := tcp.Dial(ctx, net.JoinHostPort(host, port), tcp.DialConfig{Secret: cfg.Secret, Paths: paths, SendRegion: send, RetryTimeout: cfg.TCP.RetryTimeout,
+		Checksum: !cfg.NoChecksum})
 	if err != nil {
 		return nil, nil, fmt.Errorf("mptx: connecting the TCP paths: %w", err)
 	}

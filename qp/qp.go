@@ -278,9 +278,12 @@ type Completion struct {
 	// its copy, while it is in the CPU's cache, which saves its consumer a
 	// second pass over the memory (qp/tcp with ListenConfig.Checksum and
 	// DialConfig.Checksum). Backends whose NIC moves the bytes leave both
-	// zero.
+	// zero. SumAt is where a summed receive's payload landed: its offset
+	// in the receive region (the WRITE's remote offset), so that a
+	// consumer checks the sum covers the bytes it expects.
 	Sum    uint32
 	HasSum bool
+	SumAt  units.Bytes
 }
 
 // PathInfo describes one path (one RC QP) of a connection.

@@ -13,7 +13,7 @@ import (
 
 // TestChecksumCompletions: with ListenConfig.Checksum every WRITE WITH
 // IMM into the region completes with the CRC32C of the payload it
-// carried (HasSum), whatever its length relative to the reader's pieces
+// carried (HasSum) and where it landed (SumAt), whatever its length relative to the reader's pieces
 // and buffer (0, less than the read buffer, several pieces, not a
 // multiple of a piece); a keyed WRITE WITH IMM (into an exposed range)
 // has none. With DialConfig.Checksum every write's send completion has
@@ -33,12 +33,14 @@ func TestChecksumCompletions(t *testing.T) {
 			}
 			w := newWaiter(t, p)
 			var wrs []qp.SendWR
-			want := map[uint32]uint32{}     // imm → CRC32C of the payload
-			wantSend := map[uint64]uint32{} // WR ID → CRC32C of the payload
+			want := map[uint32]uint32{}        // imm → CRC32C of the payload
+			wantSend := map[uint64]uint32{}    // WR ID → CRC32C of the payload
+			wantAt := map[uint32]units.Bytes{} // imm → where the payload lands
 			off := units.Bytes(0)
 			for i, n := range sizes {
 				wr := qp.SendWR{ID: uint64(i), Op: qp.OpWriteImm, Local: off, Remote: region - off - n, Len: n, Imm: uint32(i)}
 				want[wr.Imm] = crc32.Checksum(p.send[wr.Local:wr.Local+n], castagnoli)
+				wantAt[wr.Imm] = wr.Remote
 				wantSend[wr.ID] = want[wr.Imm]
 				wrs = append(wrs, wr)
 				if i%2 == 1 { // and a plain WRITE of the same bytes
@@ -102,8 +104,8 @@ func TestChecksumCompletions(t *testing.T) {
 					if c.HasSum || c.Sum != 0 {
 						t.Errorf("completion %+v (checksum %v): has a sum, want none", c, on)
 					}
-				case !c.HasSum || c.Sum != want[c.Imm]:
-					t.Errorf("completion of imm %d (%d bytes): sum %#08x (HasSum %v), want %#08x", c.Imm, c.Bytes, c.Sum, c.HasSum, want[c.Imm])
+				case !c.HasSum || c.Sum != want[c.Imm] || c.SumAt != wantAt[c.Imm]:
+					t.Errorf("completion of imm %d (%d bytes): sum %#08x at %d (HasSum %v), want %#08x at %d", c.Imm, c.Bytes, c.Sum, c.SumAt, c.HasSum, want[c.Imm], wantAt[c.Imm])
 				}
 			}
 		})

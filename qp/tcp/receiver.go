@@ -176,6 +176,7 @@ type heldImm struct {
 	seq, imm, length uint32
 	sum              uint32 // the payload's CRC32C, if summed
 	summed           bool
+	remote           uint64 // where the payload landed
 }
 
 // heldLen returns how many completions p holds back. Called with r.mu held.
@@ -278,7 +279,7 @@ func (r *Receiver) release() int {
 		for p.heldLen() > 0 && !r.cq.Full() {
 			h := p.held[p.heldHead]
 			p.heldHead++
-			r.cq.Push(qp.Completion{Path: p.idx, QPN: p.qpn, Op: qp.OpRecvImm, Status: qp.StatusOK, Bytes: units.Bytes(h.length), Imm: h.imm, Sum: h.sum, HasSum: h.summed})
+			r.cq.Push(qp.Completion{Path: p.idx, QPN: p.qpn, Op: qp.OpRecvImm, Status: qp.StatusOK, Bytes: units.Bytes(h.length), Imm: h.imm, Sum: h.sum, HasSum: h.summed, SumAt: units.Bytes(h.remote)})
 			k++
 		}
 		if k == 0 {
@@ -460,10 +461,11 @@ func (r *Receiver) waitPaused(p *recvPath, conn *net.TCPConn) bool {
 // deliver queues the receive completion of frame seq of p, or holds it
 // back when the queue is full or p already holds completions back (see
 // Receiver, Back-pressure). Past maxHeld held completions it waits for
-// Poll. The completion carries sum, the payload's CRC32C, if summed. It
+// Poll. The completion carries sum, the payload's CRC32C, and remote,
+// where it landed, if summed. It
 // reports false if the Receiver was closed or p's connection is being
 // replaced.
-func (r *Receiver) deliver(p *recvPath, seq, imm, length, sum uint32, summed bool) bool {
+func (r *Receiver) deliver(p *recvPath, seq, imm, length, sum uint32, summed bool, remote uint64) bool {
 	r.mu.Lock()
 	for p.heldLen() >= maxHeld && !r.closed && !p.closing {
 		r.waiters++
@@ -480,12 +482,12 @@ func (r *Receiver) deliver(p *recvPath, seq, imm, length, sum uint32, summed boo
 			p.held = p.held[:copy(p.held, p.held[p.heldHead:])]
 			p.heldHead = 0
 		}
-		p.held = append(p.held, heldImm{seq: seq, imm: imm, length: length, sum: sum, summed: summed})
+		p.held = append(p.held, heldImm{seq: seq, imm: imm, length: length, sum: sum, summed: summed, remote: remote})
 		r.held++
 		r.mu.Unlock()
 		return true
 	}
-	r.cq.Push(qp.Completion{Path: p.idx, QPN: p.qpn, Op: qp.OpRecvImm, Status: qp.StatusOK, Bytes: units.Bytes(length), Imm: imm, Sum: sum, HasSum: summed})
+	r.cq.Push(qp.Completion{Path: p.idx, QPN: p.qpn, Op: qp.OpRecvImm, Status: qp.StatusOK, Bytes: units.Bytes(length), Imm: imm, Sum: sum, HasSum: summed, SumAt: units.Bytes(remote)})
 	r.avail.Add(1)
 	r.mu.Unlock()
 	r.wake()
@@ -686,7 +688,7 @@ func (p *recvPath) readLoop(conn *net.TCPConn, exited chan struct{}) {
 			p.applied.Add(int64(h.length))
 		}
 		if h.op == opWriteImm || h.op == opWriteImmKey {
-			if !r.deliver(p, h.seq, h.imm, h.length, sum, summed) {
+			if !r.deliver(p, h.seq, h.imm, h.length, sum, summed, h.remote) {
 				return
 			}
 		}
