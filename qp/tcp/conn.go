@@ -86,10 +86,10 @@ type DialConfig struct {
 	// Checksum makes each path's writer compute the CRC32C of every
 	// OpWrite and OpWriteImm payload as it sends it and report it in the
 	// WR's successful completion (qp.Completion.Sum, HasSum). The writer
-	// sends a payload longer than sumPiece a piece at a time and
-	// checksums each piece but the last right after writing it, while the
-	// kernel's copy has left it in the core's cache, and the last piece
-	// (a short payload's only one) just before writing it, so that the
+	// sends all but the last sumTail bytes of a payload a piece of at most
+	// sumPiece at a time and checksums each piece right after writing it,
+	// while the kernel's copy has left it in the core's cache, and the
+	// tail (a short payload's whole) just before writing it, so that the
 	// sum is complete before the receiver can acknowledge the WR.
 	Checksum bool
 }
@@ -810,13 +810,15 @@ func (p *sendPath) writeLoop(conn *net.TCPConn) {
 
 // writeSummed writes the batch iov of k WRs (p.batch holds their send
 // queue slots) as writeLoop does, and stores the CRC32C of each OpWrite's
-// and OpWriteImm's payload in p.sums (DialConfig.Checksum): a payload
-// longer than sumPiece goes out a piece at a time, each piece but the
-// last checksummed right after its write (the kernel's copy has just
-// read it into the cache), the last one just before, with the WRs after
-// it, so that each sum is stored before the receiver can have the WR's
-// last byte. Headers and short payloads are gathered into one writev as
-// before.
+// and OpWriteImm's payload in p.sums (DialConfig.Checksum): all but the
+// last sumTail bytes of a payload go out a piece of at most sumPiece at a
+// time, each checksummed right after its write (the kernel's copy has
+// just read it into the cache); the tail is checksummed just before its
+// write, which it shares with the WRs after it, so that each sum is
+// stored before the receiver can have the WR's last byte. The tail is
+// short because a checksum that reads memory first pays for the cache
+// misses the kernel's copy would otherwise take. Headers and short
+// payloads are gathered into one writev as before.
 func (p *sendPath) writeSummed(conn *net.TCPConn, iov [][]byte, k int) error {
 	out := p.out[:0]
 	flush := func() error {
@@ -843,13 +845,14 @@ func (p *sendPath) writeSummed(conn *net.TCPConn, iov [][]byte, k int) error {
 		pay := iov[v]
 		v++
 		var sum uint32
-		for len(pay) > sumPiece {
-			out = append(out, pay[:sumPiece])
+		for len(pay) > sumTail {
+			b := pay[:min(sumPiece, len(pay)-sumTail)]
+			out = append(out, b)
 			if err := flush(); err != nil {
 				return err
 			}
-			sum = crc32.Update(sum, castagnoli, pay[:sumPiece])
-			pay = pay[sumPiece:]
+			sum = crc32.Update(sum, castagnoli, b)
+			pay = pay[len(b):]
 		}
 		p.sums[j].Store(crc32.Update(sum, castagnoli, pay))
 		out = append(out, pay)

@@ -204,10 +204,11 @@
 // 256 KiB at a time and computes the CRC32C (Castagnoli) of each piece
 // right after it landed; the receive completion carries the sum and where
 // the payload landed (qp.Completion.Sum, HasSum, SumAt). With
-// DialConfig.Checksum the sender's writer sends payloads longer than 256
-// KiB a piece at a time, checksums each piece but the last right after
-// writing it and the last just before, and the WR's successful completion
-// carries the payload's CRC32C. Nothing of this is on the wire: the frames
+// DialConfig.Checksum the sender's writer sends all but the last 64 KiB
+// of a payload in pieces of up to 256 KiB, checksums each piece right
+// after writing it and the last 64 KiB just before (so that the sum is
+// complete before the receiver can acknowledge the WR), and the WR's
+// successful completion carries the payload's CRC32C. Nothing of this is on the wire: the frames
 // are the same with or without it.
 //
 // # Failure semantics

@@ -34,6 +34,9 @@ const (
 	// the bytes the kernel just copied into the region are still in the
 	// core's L2 cache when the CRC32C reads them.
 	sumPiece = 256 << 10
+	// sumTail is how much of a payload's end the sender's writer
+	// checksums before writing it (DialConfig.Checksum; see writeSummed).
+	sumTail = 64 << 10
 )
 
 // Receiver is the receiving side of a connection: it owns the receive
