@@ -752,8 +752,9 @@ func (ss *sendSide) shutdown(error) {
 // speeds share a tensor in proportion to their rates (over four paths
 // shaped to 50, 100, 150 and 200 Mbit/s, 4 MiB chunks reached 0.75 of
 // the sum of the rates and 1 MiB chunks 0.90: BenchmarkNetnsShaped in
-// qp/tcp/e2e), and the receiver checksums each chunk while it is in the
-// CPU's cache; up to 32 MiB posted per path, enough for the socket buffers
+// qp/tcp/e2e), and a chunk is one write, whose CRC32C qp/tcp computes
+// next to its copies on both ends (session_sum.go, sumTap); up to 32 MiB
+// posted per path, enough for the socket buffers
 // of a fast path; and a stall floor that tolerates a retransmission
 // timeout (DefaultTCPMinTimeout).
 func tcpEngineDefaults(c *multipath.Config) {
