@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"net"
 	"net/netip"
@@ -806,58 +805,6 @@ func (p *sendPath) writeLoop(conn *net.TCPConn) {
 			return
 		}
 	}
-}
-
-// writeSummed writes the batch iov of k WRs (p.batch holds their send
-// queue slots) as writeLoop does, and stores the CRC32C of each OpWrite's
-// and OpWriteImm's payload in p.sums (DialConfig.Checksum): all but the
-// last sumTail bytes of a payload go out a piece of at most sumPiece at a
-// time, each checksummed right after its write (the kernel's copy has
-// just read it into the cache); the tail is checksummed just before its
-// write, which it shares with the WRs after it, so that each sum is
-// stored before the receiver can have the WR's last byte. The tail is
-// short because a checksum that reads memory first pays for the cache
-// misses the kernel's copy would otherwise take. Headers and short
-// payloads are gathered into one writev as before.
-func (p *sendPath) writeSummed(conn *net.TCPConn, iov [][]byte, k int) error {
-	out := p.out[:0]
-	flush := func() error {
-		if len(out) == 0 {
-			return nil
-		}
-		p.bufs = out
-		_, err := p.bufs.WriteTo(conn)
-		out = p.out[:0]
-		return err
-	}
-	v := 0 // the next entry of iov
-	for i := 0; i < k; i++ {
-		j := p.batch[i]
-		wr := &p.sq[j]
-		out = append(out, iov[v]) // the header
-		v++
-		if wr.Len == 0 || wr.Op == qp.OpRead {
-			if wr.Op != qp.OpRead {
-				p.sums[j].Store(0) // the CRC32C of nothing
-			}
-			continue
-		}
-		pay := iov[v]
-		v++
-		var sum uint32
-		for len(pay) > sumTail {
-			b := pay[:min(sumPiece, len(pay)-sumTail)]
-			out = append(out, b)
-			if err := flush(); err != nil {
-				return err
-			}
-			sum = crc32.Update(sum, castagnoli, b)
-			pay = pay[len(b):]
-		}
-		p.sums[j].Store(crc32.Update(sum, castagnoli, pay))
-		out = append(out, pay)
-	}
-	return flush()
 }
 
 // readLoop is the path's reader on conn (p.br reads it): it turns ACK and

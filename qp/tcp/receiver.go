@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"net"
 	"sync"
@@ -704,23 +703,4 @@ func (p *recvPath) readLoop(conn *net.TCPConn, exited chan struct{}) {
 			unacked = 0
 		}
 	}
-}
-
-// castagnoli is the CRC32C table (ListenConfig.Checksum).
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// readSummed reads len(dst) payload bytes into dst and returns their
-// CRC32C, computed a sumPiece at a time right after each piece was read,
-// while the bytes are in the cache (ListenConfig.Checksum).
-func (p *recvPath) readSummed(dst []byte) (uint32, error) {
-	var sum uint32
-	for len(dst) > 0 {
-		b := dst[:min(len(dst), sumPiece)]
-		if _, err := io.ReadFull(p.br, b); err != nil {
-			return 0, err
-		}
-		sum = crc32.Update(sum, castagnoli, b)
-		dst = dst[len(b):]
-	}
-	return sum, nil
 }
