@@ -11,7 +11,7 @@ import (
 // Checksums next to the copies (ListenConfig.Checksum,
 // DialConfig.Checksum; see Checksums in the package doc).
 
-// castagnoli is the CRC32C table (ListenConfig.Checksum).
+// castagnoli is the CRC32C table.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // readSummed reads len(dst) payload bytes into dst and returns their
