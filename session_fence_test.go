@@ -104,7 +104,11 @@ func TestSessionFencesStalledPath(t *testing.T) {
 // sender checksummed them (a caller breaking SendAsync's rule) is an error
 // at both ends, not data; the session goes on. The receiver's only path is
 // paused while SendAsync checksums, so that the tensor's last byte is still
-// waiting to be sent when the caller changes it.
+// waiting to be sent when the caller changes it. The tensor is sent from a
+// Buffer of the session's pool, which SendAsync checksums on the caller's
+// goroutine (from the caller's own memory over TCP, qp/tcp's writers
+// checksum the bytes as they send them, session_sum.go: the change then
+// reaches the receiver with a sum that covers it).
 func TestSessionChecksumMismatch(t *testing.T) {
 	secret := []byte("session crc test: 32 bytes......!")
 	ln, err := Listen("127.0.0.1:0", Config{Secret: secret, RegionSize: 64 * units.MiB})
@@ -122,7 +126,7 @@ func TestSessionChecksumMismatch(t *testing.T) {
 		}
 		acc <- s
 	}()
-	snd, err := Dial(ctx, ln.Addr().String(), Config{Secret: secret, Paths: 1})
+	snd, err := Dial(ctx, ln.Addr().String(), Config{Secret: secret, Paths: 1, Pool: 64 * units.MiB})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +137,12 @@ func TestSessionChecksumMismatch(t *testing.T) {
 	}
 	defer rcv.Close()
 	tr := rcv.rcv.recv.(*tcpReceiver).Receiver
-	data := make([]byte, 48<<20)
+	buf, err := snd.Alloc(48 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Free()
+	data := buf.Bytes()
 	for i := range data {
 		data[i] = byte(i * 13)
 	}

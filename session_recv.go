@@ -79,8 +79,9 @@ type incomingTensor struct {
 	crc      uint32
 	haveSum  bool
 	complete bool
-	// sums[i] is the CRC32C of chunk i as it stood when its WRITE WITH
-	// IMM was polled (summed[i]); nil when the tensor is not checked.
+	// sums[i] is the CRC32C of chunk i as its WRITE WITH IMM landed (the
+	// backend's, see sumTap) or as it stood when that write's completion
+	// was polled (summed[i]); nil when the tensor is not checked.
 	sums   []uint32
 	summed []bool
 }
@@ -107,11 +108,16 @@ func (in *incomingTensor) sum(region []byte) uint32 {
 }
 
 // sumTap is the receive driver's view of the connection's qp.Receiver: it
-// checksums each chunk of a checked tensor when the completion of its
-// WRITE WITH IMM is polled, which is right after the chunk's last bytes
-// landed (a path's writes land in order), while they are still in the
-// CPU's cache, instead of reading the whole tensor from memory again once
-// it is complete. Immediates that name no tensor being checked (probes,
+// takes each chunk's CRC32C of a checked tensor from the completion of its
+// WRITE WITH IMM when the backend computed it as the bytes landed and the
+// write carried the whole chunk (qp/tcp with ListenConfig.Checksum and
+// segments as large as the chunks, the TCP defaults: the CRC32C then reads
+// each piece the kernel just copied from the core's cache, and on the
+// reader's goroutine rather than the loop's); otherwise it checksums the
+// chunk when the completion is polled, which is right after the chunk's
+// last bytes landed (a path's writes land in order), while they are still
+// in the CPU's cache, instead of reading the whole tensor from memory
+// again once it is complete. Immediates that name no tensor being checked (probes,
 // an earlier use of a slot) are passed on untouched; the Receiver judges
 // them. Loop goroutine only.
 type sumTap struct {
@@ -131,6 +137,12 @@ func (t *sumTap) Poll(dst []qp.Completion) (int, error) {
 		}
 		tag, idx := chunk.DecodeImm(c.Imm)
 		if in := t.rs.checking[tag]; in != nil && int(idx) < len(in.sums) {
+			if off, n := in.plan.Span(int(idx)); c.HasSum && c.Bytes == n && c.SumAt == in.off+off && testHookReceived == nil {
+				// The backend checksummed the write as it landed
+				// (qp/tcp), and that write carried exactly the chunk.
+				in.sums[idx], in.summed[idx] = c.Sum, true
+				continue
+			}
 			if testHookReceived != nil {
 				off, n := in.plan.Span(int(idx))
 				testHookReceived(t.rs.region[in.off+off : in.off+off+n])

@@ -13,6 +13,7 @@ import (
 	"github.com/mptx-dev/mptx/chunk"
 	"github.com/mptx-dev/mptx/multipath"
 	"github.com/mptx-dev/mptx/qp"
+	"github.com/mptx-dev/mptx/qp/tcp"
 	"github.com/mptx-dev/mptx/qp/verbs/bootstrap"
 	"github.com/mptx-dev/mptx/units"
 	"github.com/mptx-dev/mptx/vtime"
@@ -143,6 +144,13 @@ type Transfer struct {
 	// pinned until it is done).
 	checked bool
 	summing bool
+	// fused: the checksum is the connection's (sumConn): sums[i] is
+	// chunk i's CRC32C as qp/tcp's writer sent it (have[i]), data the
+	// tensor, for a chunk without one. Loop goroutine only.
+	fused bool
+	sums  []uint32
+	have  []bool
+	data  []byte
 
 	acked    atomic.Int64
 	mu       sync.Mutex
@@ -233,6 +241,12 @@ type sendSide struct {
 	closed bool       // guarded by mu: the loop has stopped taking commands
 
 	os osLoop // one-sided Reads and Writes in the loop's hands (oneside.go)
+
+	// sumc is the connection as the driver sees it when qp/tcp
+	// checksums what it sends (session_sum.go); nil otherwise. byRegion
+	// finds the fused transfers by send region; loop goroutine only.
+	sumc     *sumConn
+	byRegion map[uint32]*Transfer
 }
 
 func newSendSide(s *Session, conn qp.Conn, send []byte, cfg *Config) (*sendSide, error) {
@@ -272,7 +286,15 @@ func newSendSide(s *Session, conn qp.Conn, send []byte, cfg *Config) (*sendSide,
 		}
 	}
 	ecfg.Recorder = teeRecorder{ss, ecfg.Recorder}
-	snd, err := NewSender(conn, SenderConfig{Engine: ecfg, OnDone: ss.onEngineDone})
+	dconn := conn
+	if tc, ok := conn.(*tcp.Conn); ok && !cfg.NoChecksum && ecfg.ChunkSize > 0 && ecfg.Segment >= ecfg.ChunkSize {
+		// Each chunk is one write (the TCP defaults), whose completion
+		// brings the chunk's CRC32C (session_sum.go).
+		ss.sumc = &sumConn{Conn: tc, ss: ss, posted: map[uint64]postedWR{}}
+		ss.byRegion = map[uint32]*Transfer{}
+		dconn = ss.sumc
+	}
+	snd, err := NewSender(dconn, SenderConfig{Engine: ecfg, OnDone: ss.onEngineDone})
 	if err != nil {
 		return nil, err
 	}
@@ -373,6 +395,9 @@ func (s *Session) sendAsync(ctx context.Context, name string, data []byte, opts 
 			return nil, fmt.Errorf("mptx: tensor %q: registering it to send from: %w", name, err)
 		}
 		t.region = id
+		// qp/tcp's writers checksum the chunks as they send them
+		// (session_sum.go).
+		t.fused, t.data = t.checked && ss.sumc != nil, data
 	default:
 		// Stage: take a range of the send buffer (waiting for room) and
 		// copy on the caller's goroutine, so that the engine's loop never
@@ -394,7 +419,7 @@ func (s *Session) sendAsync(ctx context.Context, name string, data []byte, opts 
 		ss.unpin(t)
 		return nil, s.Err()
 	}
-	if t.checked {
+	if t.checked && !t.fused {
 		// Checksum on the caller's goroutine while the transfer starts
 		// (Offer, Grant, the first chunks): the CRC32C goes in a Sum of
 		// its own, so the pass over the tensor overlaps its transfer
@@ -437,6 +462,9 @@ func (ss *sendSide) unpin(t *Transfer) {
 		ss.release(t.off, t.Size)
 	}
 	if t.region != 0 {
+		if ss.byRegion[t.region] == t {
+			delete(ss.byRegion, t.region)
+		}
 		if err := ss.regs.RemoveSendRegion(t.region); err != nil {
 			panic(fmt.Sprintf("mptx: BUG: tensor %q: %v", t.Name, err))
 		}
@@ -503,6 +531,10 @@ func (ss *sendSide) start(t *Transfer) {
 		return
 	}
 	t.tag, t.plan = tag, plan
+	if t.fused {
+		t.sums, t.have = make([]uint32, plan.Count), make([]bool, plan.Count)
+		ss.byRegion[t.region] = t
+	}
 	t.paths = make([]units.Bytes, len(ss.conn.Paths()))
 	ss.live[t.ID] = t
 	m := offerMsg{ID: uint64(t.ID), Tag: uint16(tag), Size: uint64(plan.Size), ChunkSize: uint64(plan.ChunkSize),
@@ -526,6 +558,9 @@ func (ss *sendSide) cancel(t *Transfer, cause error) {
 // fail ends t with err and unpins its bytes.
 func (ss *sendSide) fail(t *Transfer, err error) {
 	delete(ss.live, t.ID)
+	if t.fused {
+		t.summing = false // no Sum will be sent
+	}
 	ss.unpin(t)
 	t.finish(err)
 }
@@ -539,6 +574,10 @@ func (ss *sendSide) onDone(id multipath.TransferID, _ vtime.Time, err error) {
 		return
 	}
 	t.fenced = true
+	if t.fused && t.summing && err == nil {
+		// Every chunk is acknowledged: its sum is in (session_sum.go).
+		ss.summed(t, ss.fusedSum(t))
+	}
 	m := idMsg{ID: uint64(id), Tag: uint16(t.tag), Err: errText(err)}
 	if serr := ss.s.ctrl.send(msgEnd, m.marshal()); serr != nil && err == nil {
 		err = fmt.Errorf("mptx: telling the receiver: %w", serr)
@@ -713,8 +752,9 @@ func (ss *sendSide) shutdown(error) {
 // speeds share a tensor in proportion to their rates (over four paths
 // shaped to 50, 100, 150 and 200 Mbit/s, 4 MiB chunks reached 0.75 of
 // the sum of the rates and 1 MiB chunks 0.90: BenchmarkNetnsShaped in
-// qp/tcp/e2e), and the receiver checksums each chunk while it is in the
-// CPU's cache; up to 32 MiB posted per path, enough for the socket buffers
+// qp/tcp/e2e), and a chunk is one write, whose CRC32C qp/tcp computes
+// next to its copies on both ends (session_sum.go, sumTap); up to 32 MiB
+// posted per path, enough for the socket buffers
 // of a fast path; and a stall floor that tolerates a retransmission
 // timeout (DefaultTCPMinTimeout).
 func tcpEngineDefaults(c *multipath.Config) {

@@ -326,7 +326,8 @@ func dialTCP(ctx context.Context, addr, dataAddr string, cfg *Config) (qp.Conn, 
 		}
 	}
 	send := make([]byte, sendRegionSize(cfg)) // staging, then the pool (session_alloc.go)
-	c, err := tcp.Dial(ctx, net.JoinHostPort(host, port), tcp.DialConfig{Secret: cfg.Secret, Paths: paths, SendRegion: send, RetryTimeout: cfg.TCP.RetryTimeout})
+	c, err := tcp.Dial(ctx, net.JoinHostPort(host, port), tcp.DialConfig{Secret: cfg.Secret, Paths: paths, SendRegion: send, RetryTimeout: cfg.TCP.RetryTimeout,
+		Checksum: !cfg.NoChecksum})
 	if err != nil {
 		return nil, nil, fmt.Errorf("mptx: connecting the TCP paths: %w", err)
 	}
@@ -353,7 +354,8 @@ func (r *tcpReceiver) Close() error {
 // sender's paths into region. The listener stays open for the paths'
 // rejoins until the Receiver is closed.
 func acceptTCP(ctx context.Context, bs *bootstrap.Session, host string, paths int, region []byte, cfg *Config) (qp.Receiver, error) {
-	ln, err := tcp.Listen(net.JoinHostPort(host, "0"), tcp.ListenConfig{Secret: cfg.Secret, RetryTimeout: cfg.TCP.RetryTimeout, MaxPending: paths + 8})
+	ln, err := tcp.Listen(net.JoinHostPort(host, "0"), tcp.ListenConfig{Secret: cfg.Secret, RetryTimeout: cfg.TCP.RetryTimeout, MaxPending: paths + 8,
+		Checksum: !cfg.NoChecksum})
 	if err != nil {
 		return nil, fmt.Errorf("mptx: data listener: %w", err)
 	}

@@ -269,6 +269,21 @@ type Completion struct {
 	// one, the simulator's clock in the simulator, 0 if unknown (the driver
 	// then uses the poll time).
 	At vtime.Time
+	// Sum is the CRC32C (Castagnoli) of a payload as the backend moved
+	// it, and HasSum says whether the backend computed one: on the
+	// receiving side the payload of an OpRecvImm's WRITE WITH IMM (its
+	// Bytes bytes) as it was applied, on the sending side a successful
+	// OpWrite's or OpWriteImm's payload as it was sent. A software backend
+	// that copies the bytes itself can checksum each piece right next to
+	// its copy, while it is in the CPU's cache, which saves its consumer a
+	// second pass over the memory (qp/tcp with ListenConfig.Checksum and
+	// DialConfig.Checksum). Backends whose NIC moves the bytes leave both
+	// zero. SumAt is where a summed receive's payload landed: its offset
+	// in the receive region (the WRITE's remote offset), so that a
+	// consumer checks the sum covers the bytes it expects.
+	Sum    uint32
+	HasSum bool
+	SumAt  units.Bytes
 }
 
 // PathInfo describes one path (one RC QP) of a connection.

@@ -82,6 +82,15 @@ type DialConfig struct {
 	// (>= 0); 0 means DefaultHandshakeTimeout. Reset blocks the driver's
 	// goroutine for at most this long when the receiver cannot be reached.
 	ResetTimeout time.Duration
+	// Checksum makes each path's writer compute the CRC32C of every
+	// OpWrite and OpWriteImm payload as it sends it and report it in the
+	// WR's successful completion (qp.Completion.Sum, HasSum). The writer
+	// sends all but the last sumTail bytes of a payload a piece of at most
+	// sumPiece at a time and checksums each piece right after writing it,
+	// while the kernel's copy has left it in the core's cache, and the
+	// tail (a short payload's whole) just before writing it, so that the
+	// sum is complete before the receiver can acknowledge the WR.
+	Checksum bool
 }
 
 type pathState uint8
@@ -130,6 +139,7 @@ type Conn struct {
 	resetTimeout time.Duration
 
 	regs sendreg.Table // qp.SendRegions
+	sum  bool          // DialConfig.Checksum
 
 	mu     sync.Mutex
 	closed bool        // guarded by mu
@@ -163,9 +173,14 @@ type sendPath struct {
 	// have been handed to the writer. seqHead is sq[head]'s sequence
 	// number. cqPending counts this path's completions not yet polled:
 	// they still hold send queue slots.
-	sq          []qp.SendWR
-	sqData      [][]byte // sq[i]'s payload, resolved by PostSend; nil once completed
-	answered    []bool   // sq[i] is a READ whose response has landed: only then may it complete successfully
+	sq       []qp.SendWR
+	sqData   [][]byte // sq[i]'s payload, resolved by PostSend; nil once completed
+	answered []bool   // sq[i] is a READ whose response has landed: only then may it complete successfully
+	// sums[i] is the CRC32C of sq[i]'s payload (Conn.sum): stored by the
+	// writer before the payload's last byte is written, so it is complete
+	// by the time the receiver acknowledges the WR (that causality runs
+	// through the network, hence the atomic).
+	sums        []atomic.Uint32
 	head        int
 	n           int
 	sent        int
@@ -193,9 +208,11 @@ type sendPath struct {
 	harvested   *net.TCPConn
 
 	// Owned by the writer goroutine.
-	hdrs []([hdrMax]byte)
-	iov  [][]byte
-	bufs net.Buffers
+	hdrs  []([hdrMax]byte)
+	iov   [][]byte
+	bufs  net.Buffers
+	batch []int    // the send queue slots of the WRs in iov
+	out   [][]byte // writeSummed's next writev
 
 	// Owned by the reader goroutine.
 	br      *bufio.Reader
@@ -340,7 +357,7 @@ func Dial(ctx context.Context, addr string, cfg DialConfig) (*Conn, error) {
 		notify: make(chan struct{}, 1), done: make(chan struct{}),
 		key: key, remotes: remotes,
 		pcfgs: append([]PathConfig(nil), cfg.Paths...), rqpns: rqpn,
-		retryTimeout: cfg.RetryTimeout, resetTimeout: cfg.ResetTimeout,
+		retryTimeout: cfg.RetryTimeout, resetTimeout: cfg.ResetTimeout, sum: cfg.Checksum,
 	}
 	c.cq.Init(n * cfg.MaxSendWR)
 	for i, tc := range conns {
@@ -365,8 +382,9 @@ func Dial(ctx context.Context, addr string, cfg DialConfig) (*Conn, error) {
 		c.infos[i] = info
 		c.paths[i] = &sendPath{
 			c: c, idx: i, conn: tc, qpn: info.QPN, doorbell: make(chan struct{}, 1),
-			sq: make([]qp.SendWR, cfg.MaxSendWR), sqData: make([][]byte, cfg.MaxSendWR), answered: make([]bool, cfg.MaxSendWR), seqHead: 1,
+			sq: make([]qp.SendWR, cfg.MaxSendWR), sqData: make([][]byte, cfg.MaxSendWR), answered: make([]bool, cfg.MaxSendWR), sums: make([]atomic.Uint32, cfg.MaxSendWR), seqHead: 1,
 			hdrs: make([][hdrMax]byte, maxBatch), iov: make([][]byte, 0, 2*maxBatch),
+			batch: make([]int, maxBatch), out: make([][]byte, 0, 2*maxBatch),
 			br: bufio.NewReaderSize(tc, 4096),
 		}
 	}
@@ -602,7 +620,12 @@ func (c *Conn) wake() {
 
 // complete queues a completion for wr on p. Called with c.mu held.
 func (c *Conn) complete(p *sendPath, wr *qp.SendWR, st qp.Status) {
-	c.cq.Push(qp.Completion{ID: wr.ID, Path: p.idx, QPN: p.qpn, Op: wr.Op, Status: st, Bytes: wr.Len})
+	cqe := qp.Completion{ID: wr.ID, Path: p.idx, QPN: p.qpn, Op: wr.Op, Status: st, Bytes: wr.Len}
+	if c.sum && st == qp.StatusOK && wr.Op != qp.OpRead {
+		// wr is sq[head]: completions go in queue order.
+		cqe.Sum, cqe.HasSum = p.sums[p.head].Load(), true
+	}
+	c.cq.Push(cqe)
 	c.avail.Add(1)
 	p.cqPending++
 }
@@ -758,6 +781,7 @@ func (p *sendPath) writeLoop(conn *net.TCPConn) {
 			if wr.Len > 0 && wr.Op != qp.OpRead { // a READ's memory is where its response lands
 				iov = append(iov, p.sqData[j])
 			}
+			p.batch[i] = j
 		}
 		p.sent += k
 		c.mu.Unlock()
@@ -769,8 +793,14 @@ func (p *sendPath) writeLoop(conn *net.TCPConn) {
 			}
 			continue
 		}
-		p.bufs = iov
-		if _, err := p.bufs.WriteTo(conn); err != nil {
+		var err error
+		if c.sum {
+			err = p.writeSummed(conn, iov, k)
+		} else {
+			p.bufs = iov
+			_, err = p.bufs.WriteTo(conn)
+		}
+		if err != nil {
 			c.failPath(p, conn, qp.StatusRetryExceeded)
 			return
 		}

@@ -195,6 +195,22 @@
 // be acknowledged. Send completions are delivered per path in post order.
 // There is no ordering between paths.
 //
+// # Checksums
+//
+// A software backend copies every byte itself, so it can checksum the
+// bytes next to the copy, while they are in the core's cache, where a
+// consumer checksumming the memory afterwards reads it from DRAM again. With
+// ListenConfig.Checksum the receiver reads each WRITE WITH IMM's payload
+// 256 KiB at a time and computes the CRC32C (Castagnoli) of each piece
+// right after it landed; the receive completion carries the sum and where
+// the payload landed (qp.Completion.Sum, HasSum, SumAt). With
+// DialConfig.Checksum the sender's writer sends all but the last 64 KiB
+// of a payload in pieces of up to 256 KiB, checksums each piece right
+// after writing it and the last 64 KiB just before (so that the sum is
+// complete before the receiver can acknowledge the WR), and the WR's
+// successful completion carries the payload's CRC32C. Nothing of this is on the wire: the frames
+// are the same with or without it.
+//
 // # Failure semantics
 //
 // Remote access: a frame whose [remote, remote+length) is not inside the

@@ -57,6 +57,13 @@ type ListenConfig struct {
 	// DefaultMaxPendingPerSource, or MaxPending if that is smaller.
 	// Further connections from that source are closed at once.
 	MaxPendingPerSource int
+	// Checksum makes each Receiver compute the CRC32C of every WRITE WITH
+	// IMM's payload as it reads it, a piece (sumPiece) at a time right
+	// after the piece landed in the region, while it is in the CPU's
+	// cache, and report it in the frame's receive completion
+	// (qp.Completion.Sum, HasSum). A consumer that checksums what it
+	// receives then needs no second pass over the region.
+	Checksum bool
 }
 
 // Listener accepts mptx TCP connections. Its methods are safe for
@@ -404,6 +411,7 @@ func (l *Listener) accept(ctx context.Context, g *group, region []byte) (*Receiv
 	r := &Receiver{
 		id: g.id, region: region, infos: make([]qp.PathInfo, n), paths: make([]*recvPath, n),
 		notify: make(chan struct{}, 1), done: make(chan struct{}), ln: l,
+		sum: l.cfg.Checksum,
 	}
 	r.space.L = &r.mu
 	r.cq.Init(l.cfg.RecvQueue)

@@ -28,6 +28,14 @@ const (
 	// DialConfig.MaxSendWR, so that a sender that waits for its ACKs, as
 	// Conn does, never meets TCP flow control.
 	maxHeld = 1 << 16
+	// sumPiece is how much of a payload the reader reads before it
+	// checksums what it read (ListenConfig.Checksum): small enough that
+	// the bytes the kernel just copied into the region are still in the
+	// core's L2 cache when the CRC32C reads them.
+	sumPiece = 256 << 10
+	// sumTail is how much of a payload's end the sender's writer
+	// checksums before writing it (DialConfig.Checksum; see writeSummed).
+	sumTail = 64 << 10
 )
 
 // Receiver is the receiving side of a connection: it owns the receive
@@ -76,6 +84,7 @@ type Receiver struct {
 	wg       sync.WaitGroup
 	avail    atomic.Int64 // completions in cq, read without the lock by Poll
 	isClosed atomic.Bool
+	sum      bool // ListenConfig.Checksum
 
 	mu      sync.Mutex
 	space   sync.Cond   // signalled when Poll frees room in cq; L is &mu
@@ -167,6 +176,9 @@ type recvPath struct {
 // immediate and length.
 type heldImm struct {
 	seq, imm, length uint32
+	sum              uint32 // the payload's CRC32C, if summed
+	summed           bool
+	remote           uint64 // where the payload landed
 }
 
 // heldLen returns how many completions p holds back. Called with r.mu held.
@@ -269,7 +281,7 @@ func (r *Receiver) release() int {
 		for p.heldLen() > 0 && !r.cq.Full() {
 			h := p.held[p.heldHead]
 			p.heldHead++
-			r.cq.Push(qp.Completion{Path: p.idx, QPN: p.qpn, Op: qp.OpRecvImm, Status: qp.StatusOK, Bytes: units.Bytes(h.length), Imm: h.imm})
+			r.cq.Push(qp.Completion{Path: p.idx, QPN: p.qpn, Op: qp.OpRecvImm, Status: qp.StatusOK, Bytes: units.Bytes(h.length), Imm: h.imm, Sum: h.sum, HasSum: h.summed, SumAt: units.Bytes(h.remote)})
 			k++
 		}
 		if k == 0 {
@@ -451,9 +463,11 @@ func (r *Receiver) waitPaused(p *recvPath, conn *net.TCPConn) bool {
 // deliver queues the receive completion of frame seq of p, or holds it
 // back when the queue is full or p already holds completions back (see
 // Receiver, Back-pressure). Past maxHeld held completions it waits for
-// Poll. It reports false if the Receiver was closed or p's connection is
-// being replaced.
-func (r *Receiver) deliver(p *recvPath, seq, imm, length uint32) bool {
+// Poll. The completion carries sum, the payload's CRC32C, and remote,
+// where it landed, if summed. It
+// reports false if the Receiver was closed or p's connection is being
+// replaced.
+func (r *Receiver) deliver(p *recvPath, seq, imm, length, sum uint32, summed bool, remote uint64) bool {
 	r.mu.Lock()
 	for p.heldLen() >= maxHeld && !r.closed && !p.closing {
 		r.waiters++
@@ -470,12 +484,12 @@ func (r *Receiver) deliver(p *recvPath, seq, imm, length uint32) bool {
 			p.held = p.held[:copy(p.held, p.held[p.heldHead:])]
 			p.heldHead = 0
 		}
-		p.held = append(p.held, heldImm{seq: seq, imm: imm, length: length})
+		p.held = append(p.held, heldImm{seq: seq, imm: imm, length: length, sum: sum, summed: summed, remote: remote})
 		r.held++
 		r.mu.Unlock()
 		return true
 	}
-	r.cq.Push(qp.Completion{Path: p.idx, QPN: p.qpn, Op: qp.OpRecvImm, Status: qp.StatusOK, Bytes: units.Bytes(length), Imm: imm})
+	r.cq.Push(qp.Completion{Path: p.idx, QPN: p.qpn, Op: qp.OpRecvImm, Status: qp.StatusOK, Bytes: units.Bytes(length), Imm: imm, Sum: sum, HasSum: summed, SumAt: units.Bytes(remote)})
 	r.avail.Add(1)
 	r.mu.Unlock()
 	r.wake()
@@ -627,6 +641,9 @@ func (p *recvPath) readLoop(conn *net.TCPConn, exited chan struct{}) {
 			continue
 		}
 		refused, consumed := false, false
+		// A WRITE WITH IMM into the region is checksummed as it lands
+		// (ListenConfig.Checksum); keyed frames are not.
+		sum, summed := uint32(0), r.sum && h.op == opWriteImm
 		if keyed(h.op) {
 			var err error
 			if refused, consumed, err = p.keyed(conn, &h); err != nil {
@@ -657,7 +674,13 @@ func (p *recvPath) readLoop(conn *net.TCPConn, exited chan struct{}) {
 			if raceEnabled {
 				r.regionLock.Lock()
 			}
-			_, err := io.ReadFull(p.br, r.region[h.remote:h.remote+uint64(h.length)])
+			dst := r.region[h.remote : h.remote+uint64(h.length)]
+			var err error
+			if summed {
+				sum, err = p.readSummed(dst)
+			} else {
+				_, err = io.ReadFull(p.br, dst)
+			}
 			if raceEnabled {
 				r.regionLock.Unlock()
 			}
@@ -667,7 +690,7 @@ func (p *recvPath) readLoop(conn *net.TCPConn, exited chan struct{}) {
 			p.applied.Add(int64(h.length))
 		}
 		if h.op == opWriteImm || h.op == opWriteImmKey {
-			if !r.deliver(p, h.seq, h.imm, h.length) {
+			if !r.deliver(p, h.seq, h.imm, h.length, sum, summed, h.remote) {
 				return
 			}
 		}

@@ -38,6 +38,7 @@ type pairOpts struct {
 	handshake    time.Duration // ListenConfig.HandshakeTimeout
 	resetTimeout time.Duration // DialConfig.ResetTimeout
 	retry        time.Duration // RetryTimeout of both ends
+	checksum     bool          // ListenConfig.Checksum and DialConfig.Checksum
 }
 
 // newPair connects a Conn with len(o.paths) paths (3 if nil) to a Receiver
@@ -48,7 +49,7 @@ func newPair(t testing.TB, region units.Bytes, o pairOpts) *pair {
 	if o.paths == nil {
 		o.paths = make([]tcp.PathConfig, 3)
 	}
-	ln, err := tcp.Listen("127.0.0.1:0", tcp.ListenConfig{Secret: secret, RecvQueue: o.recvQueue, HandshakeTimeout: o.handshake, RetryTimeout: o.retry})
+	ln, err := tcp.Listen("127.0.0.1:0", tcp.ListenConfig{Secret: secret, RecvQueue: o.recvQueue, HandshakeTimeout: o.handshake, RetryTimeout: o.retry, Checksum: o.checksum})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func newPair(t testing.TB, region units.Bytes, o pairOpts) *pair {
 		ch <- res{r, err}
 	}()
 	send := make([]byte, region)
-	c, err := tcp.Dial(ctx, ln.Addr().String(), tcp.DialConfig{Secret: secret, Paths: o.paths, SendRegion: send, MaxSendWR: o.maxWR, ResetTimeout: o.resetTimeout, RetryTimeout: o.retry})
+	c, err := tcp.Dial(ctx, ln.Addr().String(), tcp.DialConfig{Secret: secret, Paths: o.paths, SendRegion: send, MaxSendWR: o.maxWR, ResetTimeout: o.resetTimeout, RetryTimeout: o.retry, Checksum: o.checksum})
 	a := <-ch
 	if a.r != nil {
 		t.Cleanup(func() { a.r.Close() })
