@@ -319,6 +319,9 @@ func (q *eventQueue) pop(now Time) (Time, Handler) {
 		q.bitmap[w] &^= 1 << (b & 63)
 		if q.bitmap[w] == 0 {
 			q.summ[w>>6] &^= 1 << (w & 63)
+		} else if m := q.bitmap[w] & (^uint64(0) << (b & 63)); m != 0 {
+			// the next non-empty bucket in this word holds the next event
+			prefetchHandler(q.bkt[(b&^63|bits.TrailingZeros64(m))&wheelMask].h)
 		}
 		return at, h
 	}
@@ -334,6 +337,7 @@ func (q *eventQueue) pop(now Time) (Time, Handler) {
 	}
 	n.next = q.freeN // n.h is overwritten on reuse (handlers outlive their events)
 	q.freeN = ni
+	prefetchHandler(bk.h) // the next event unless the heap has an earlier one
 	return at, h
 }
 
