@@ -9,9 +9,12 @@ import "unsafe"
 // A port's delivery event reads the port's wire line, then the frame at
 // the head of the wire; its transmit event reads the port's first line.
 func prefetchHandler(h Handler) {
+	// unsafe.Add rather than &e.pipe: taking a field's address makes the
+	// compiler check e against nil with a load, which waits for the very
+	// miss the prefetch is meant to hide.
 	switch e := h.(type) {
 	case *portPipe:
-		prefetch(unsafe.Pointer(&e.pipe))
+		prefetch(unsafe.Add(unsafe.Pointer(e), unsafe.Offsetof(Port{}.pipe)))
 	case *Port:
 		prefetch(unsafe.Pointer(e))
 	}
