@@ -19,3 +19,14 @@ func prefetchHandler(h Handler) {
 		prefetch(unsafe.Pointer(e))
 	}
 }
+
+// prefetchFrame starts loading the frame a delivery event will deliver. It
+// reads the port's wire line: best called once that line has been
+// prefetched (prefetchHandler).
+func prefetchFrame(h Handler) {
+	if e, ok := h.(*portPipe); ok {
+		if f := e.pipe.head; f != nil {
+			prefetch(unsafe.Pointer(f))
+		}
+	}
+}

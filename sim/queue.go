@@ -337,7 +337,14 @@ func (q *eventQueue) pop(now Time) (Time, Handler) {
 	}
 	n.next = q.freeN // n.h is overwritten on reuse (handlers outlive their events)
 	q.freeN = ni
-	prefetchHandler(bk.h) // the next event unless the heap has an earlier one
+	// Software pipelining: the next event's frame (its port's wire line was
+	// usually prefetched one event ago, as the event after the next), and
+	// the port of the event after it. (The heap may hold an earlier event;
+	// then the hints are wasted, never wrong.)
+	prefetchFrame(bk.h)
+	if bk.head >= 0 {
+		prefetchHandler(q.nodes[bk.head].h)
+	}
 	return at, h
 }
 
