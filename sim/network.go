@@ -443,6 +443,10 @@ func (n *Network) computeRoutes() {
 			s.route[d] = s.addGroup(members, dedup[i])
 		}
 	}
+	sh := blockShift(n.Switches, len(n.NICs))
+	for _, s := range n.Switches {
+		s.compressRoutes(sh)
+	}
 }
 
 // Path returns the ports a packet from src to dst with 5-tuple hash flow

@@ -319,6 +319,9 @@ func (q *eventQueue) pop(now Time) (Time, Handler) {
 		q.bitmap[w] &^= 1 << (b & 63)
 		if q.bitmap[w] == 0 {
 			q.summ[w>>6] &^= 1 << (w & 63)
+		} else if m := q.bitmap[w] & (^uint64(0) << (b & 63)); m != 0 {
+			// the next non-empty bucket in this word holds the next event
+			prefetchHandler(q.bkt[(b&^63|bits.TrailingZeros64(m))&wheelMask].h)
 		}
 		return at, h
 	}
@@ -334,6 +337,14 @@ func (q *eventQueue) pop(now Time) (Time, Handler) {
 	}
 	n.next = q.freeN // n.h is overwritten on reuse (handlers outlive their events)
 	q.freeN = ni
+	// Software pipelining: the next event's frame (its port's wire line was
+	// usually prefetched one event ago, as the event after the next), and
+	// the port of the event after it. (The heap may hold an earlier event;
+	// then the hints are wasted, never wrong.)
+	prefetchFrame(bk.h)
+	if bk.head >= 0 {
+		prefetchHandler(q.nodes[bk.head].h)
+	}
 	return at, h
 }
 

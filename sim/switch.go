@@ -26,13 +26,14 @@ type Switch struct {
 
 	// line 0: forwarding
 	w *World
-	// route maps a destination endpoint to its egress: n<<24 | x, where n
-	// is the number of equal-cost ports and x the port itself (n = 1) or
-	// the group's offset in gports (n > 1); 0 means unreachable.
-	route []uint32
-	ports []*Port
-	lossy bool // cfg.Lossy
-	spray bool // cfg.Spray
+	// broute is route compressed by blocks of 1<<bshift consecutive
+	// destinations: a block's entry is the route every destination in it
+	// shares, or viaRoute when they differ (see compressRoutes).
+	broute []uint32
+	ports  []*Port
+	lossy  bool  // cfg.Lossy
+	spray  bool  // cfg.Spray
+	bshift uint8 // log2 of broute's block
 
 	// line 1: ECMP hashing and the shared buffer
 	seed       uint64
@@ -50,19 +51,96 @@ type Switch struct {
 	egressA   int64 // lossy dynamic threshold = free·egressA >> 16
 	built     bool
 
+	// route maps a destination endpoint to its egress: n<<24 | x, where n
+	// is the number of equal-cost ports and x the port itself (n = 1) or
+	// the group's offset in gports (n > 1); 0 means unreachable. The
+	// forwarding path reads broute and comes here only for blocks whose
+	// destinations take different routes.
+	route  []uint32
 	net    *Network
 	id     int
 	name   string
 	groups []group
 	cfg    SwitchConfig
 	last   uint32   // the group addGroup returned last (route building)
-	_      [36]byte // to 384 bytes
+	_      [12]byte // to 384 bytes
 }
 
 type group struct{ off, n int32 }
 
 // noRoute marks an unreachable destination in a route table.
 const noRoute = 0
+
+// viaRoute marks a block of Switch.broute whose destinations do not share
+// one route: look the destination up in Switch.route. No route entry has
+// it (a group of no ports at offset 2²⁴−1).
+const viaRoute = 0xffffff
+
+// maxBlockShift bounds the block of Switch.broute: 64 destinations.
+const maxBlockShift = 6
+
+// compressRoutes builds broute from route for blocks of 1<<shift
+// destinations. A block is uniform when every destination in it has the
+// same entry; the last block, when partial, is never uniform (Switch.route
+// then bounds the destination).
+func (s *Switch) compressRoutes(shift uint8) {
+	blk := 1 << shift
+	nb := (len(s.route) + blk - 1) / blk
+	if cap(s.broute) >= nb {
+		s.broute = s.broute[:nb]
+	} else {
+		s.broute = make([]uint32, nb)
+	}
+	s.bshift = shift
+	for b := range s.broute {
+		s.broute[b] = s.blockRoute(b)
+	}
+}
+
+// blockRoute returns block b's broute entry.
+func (s *Switch) blockRoute(b int) uint32 {
+	blk := 1 << s.bshift
+	lo := b * blk
+	if lo+blk > len(s.route) {
+		return viaRoute
+	}
+	r := s.route[lo]
+	for _, e := range s.route[lo+1 : lo+blk] {
+		if e != r {
+			return viaRoute
+		}
+	}
+	return r
+}
+
+// blockShift picks the block size of the switches' compressed route
+// tables: the largest (up to 64 destinations) for which at least 7/8 of
+// the blocks of all switches are uniform, so that the tables the
+// forwarding path reads are as small as possible and rarely defer to the
+// full ones. A fat tree's or leaf-spine's hosts, numbered leaf by leaf,
+// give blocks of a leaf's hosts.
+func blockShift(sws []*Switch, ndst int) uint8 {
+	for sh := uint8(maxBlockShift); sh > 0; sh-- {
+		blk := 1 << sh
+		if blk > ndst {
+			continue
+		}
+		var total, uniform int
+		for _, s := range sws {
+			s.bshift = sh
+			for b := 0; b < (len(s.route)+blk-1)/blk; b++ {
+				total++
+				if s.blockRoute(b) != viaRoute {
+					uniform++
+				}
+			}
+		}
+		if total > 0 && 8*uniform >= 7*total {
+			return sh
+		}
+	}
+	return 0
+}
 
 // Name returns the switch's name.
 func (s *Switch) Name() string { return s.name }
@@ -118,10 +196,17 @@ func (s *Switch) receive(p *Packet, in *Port) {
 
 // egress picks the output port for p, -1 if unroutable.
 func (s *Switch) egress(p *Packet) int {
-	if uint(p.Dst) >= uint(len(s.route)) {
+	d := uint(p.Dst)
+	if d>>s.bshift >= uint(len(s.broute)) {
 		return -1
 	}
-	r := s.route[p.Dst]
+	r := s.broute[d>>s.bshift]
+	if r == viaRoute {
+		if d >= uint(len(s.route)) {
+			return -1
+		}
+		r = s.route[d]
+	}
 	n := r >> 24
 	if n == 1 {
 		return int(r & 0xffffff)
@@ -260,8 +345,10 @@ func (s *Switch) SetRoute(dst *NIC, ports ...*Port) {
 	if !s.built {
 		panic("sim: BUG: Switch.SetRoute before Network.Build")
 	}
+	b := int(dst.id) >> s.bshift
 	if len(ports) == 0 {
 		s.route[dst.id] = noRoute
+		s.broute[b] = s.blockRoute(b)
 		return
 	}
 	idx := make([]int32, len(ports))
@@ -272,6 +359,7 @@ func (s *Switch) SetRoute(dst *NIC, ports ...*Port) {
 		idx[i] = int32(p.index)
 	}
 	s.route[dst.id] = s.addGroup(idx, nil)
+	s.broute[b] = s.blockRoute(b)
 }
 
 // addGroup returns the route entry for the group with exactly these ports,
