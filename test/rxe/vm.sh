@@ -18,8 +18,9 @@
 #   MPTX_RXE_WORK   scratch dir: kernel, initramfs, console log (/tmp/mptx-rxe)
 #   MPTX_RXE_SHARE  host dir shared read-write with the guest ($WORK/share)
 #   MPTX_RXE_MEM    guest MiB (2048)        MPTX_RXE_SMP  vCPUs (2)
-#   MPTX_RXE_TIMEOUT  seconds for the whole VM (2700: the full job takes
-#                     about 25 min under TCG on a 2-core host; CI allows 90)
+#   MPTX_RXE_TIMEOUT  seconds for the whole VM (2700: under TCG on a 2-core
+#                     host the full job took 623 s at a host load average of
+#                     1.7 and 2037 s at 6.4; CI allows 90 min for everything)
 #   MPTX_RXE_KERNEL   kernel version to use (default: what linux-image-amd64 names)
 #   MPTX_RXE_QEMU_ARGS  extra qemu arguments, word-split (NUMA nodes, NICs:
 #                       test/rxe/numa.sh)
