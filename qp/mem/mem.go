@@ -350,6 +350,12 @@ func (n *Network) run(ev *event) {
 		}
 		n.push(event{at: ev.land, kind: evReadLand, path: ev.path, wr: ev.wr, done: ev.done, src: ev.src})
 	case evReadLand:
+		if n.connClosed {
+			// The requester's queue pairs are gone: a response has
+			// nowhere to land (on verbs the NIC drops it), and the
+			// requester's memory may already be reused.
+			return
+		}
 		if p.paused {
 			p.held = append(p.held, *ev)
 			return
@@ -516,7 +522,9 @@ func (c *Conn) Caps() qp.Caps {
 		MaxSendWR: c.n.cfg.MaxSendWR, MaxMessageBytes: units.GiB, Read: true}
 }
 
-// Close implements qp.Conn.
+// Close implements qp.Conn. Nothing more is posted, and a READ response
+// still under way is dropped: it never lands in the requester's memory,
+// which the caller may reuse once Close returns.
 func (c *Conn) Close() error { c.n.connClosed = true; return nil }
 
 // Receiver is the receiving side of a Network; it implements qp.Receiver

@@ -104,3 +104,43 @@ func TestFailAtRetryExceeded(t *testing.T) {
 		t.Errorf("%d bytes landed through a failed path, want 0", b)
 	}
 }
+
+// TestCloseDropsReadResponses: a READ whose response is still under way
+// when the requester closes its connection never lands in the requester's
+// memory (its queue pairs are gone; the memory may be reused at once).
+func TestCloseDropsReadResponses(t *testing.T) {
+	send := make([]byte, units.MiB)
+	n, err := mem.New(mem.Config{
+		Paths:      []mem.PathConfig{{Rate: units.Gbps, Delay: 5 * time.Microsecond}},
+		SendRegion: send, RecvRegion: make([]byte, 4096),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exposed := make([]byte, units.MiB)
+	for i := range exposed {
+		exposed[i] = 0xA5
+	}
+	x, err := n.Receiver().Expose(exposed, qp.AccessRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wr := []qp.SendWR{{ID: 1, Op: qp.OpRead, RKey: x.Key, Remote: units.Bytes(x.Addr), Len: units.MiB}}
+	if k, err := n.Conn().PostSend(0, wr); k != 1 || err != nil {
+		t.Fatalf("PostSend(READ) = %d, %v", k, err)
+	}
+	// Past the request's arrival (5 µs), well before the response (1 MiB
+	// at 1 Gb/s: 8.4 ms) has landed.
+	n.AdvanceTo(vtime.Epoch.Add(100 * time.Microsecond))
+	if err := n.Conn().Close(); err != nil {
+		t.Fatal(err)
+	}
+	for next := n.Next(); next != 0; next = n.Next() {
+		n.AdvanceTo(next)
+	}
+	for i, b := range send {
+		if b != 0 {
+			t.Fatalf("byte %d of the requester's memory = %#x after Close: a READ response landed", i, b)
+		}
+	}
+}

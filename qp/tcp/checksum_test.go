@@ -27,7 +27,8 @@ func TestChecksumCompletions(t *testing.T) {
 			const region = 8 * units.MiB
 			p := newPair(t, region, pairOpts{paths: make([]tcp.PathConfig, 2), checksum: on})
 			fill(p.send, 0x5c)
-			exp, err := p.recv.Expose(p.recv.Region()[region-4096:], qp.AccessWrite)
+			// Below the plain writes, which fill the region from its end.
+			exp, err := p.recv.Expose(p.recv.Region()[4096:8192], qp.AccessWrite)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,7 +70,17 @@ func TestChecksumCompletions(t *testing.T) {
 				}
 			}
 			for path := range 2 {
-				batch := wrs
+				// Each path's keyed write and READ get memory of their
+				// own: the two paths' receivers run at once.
+				batch := append([]qp.SendWR(nil), wrs...)
+				for i := range batch {
+					switch batch[i].ID {
+					case 1000:
+						batch[i].Remote += units.Bytes(path) * 2048
+					case readID:
+						batch[i].Local -= units.Bytes(path) * 64
+					}
+				}
 				for len(batch) > 0 {
 					k, err := p.conn.PostSend(path, batch)
 					if err != nil && !errors.Is(err, qp.ErrQueueFull) {
