@@ -62,6 +62,8 @@ func (s *sessionRecv) Duplicate(now vtime.Time, id multipath.TransferID, index u
 	s.r.Duplicate(now, id, index, path)
 }
 
-func (s *sessionRecv) Done(now vtime.Time, id multipath.TransferID, reason string) { s.r.Done(now, id, reason) }
+func (s *sessionRecv) Done(now vtime.Time, id multipath.TransferID, reason string) {
+	s.r.Done(now, id, reason)
+}
 
 func (s *sessionRecv) Close(now vtime.Time) { s.r.Close(now) }

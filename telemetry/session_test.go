@@ -71,7 +71,7 @@ func TestSessionBothEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	transfers := map[string]string{} // trace id → span id of mptx.transfer
-	var receives [][2]string          // trace id, parent span id
+	var receives [][2]string         // trace id, parent span id
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		sss := rss.At(i).ScopeSpans()
