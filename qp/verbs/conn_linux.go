@@ -439,9 +439,9 @@ const resetTimeout = 10 * time.Second
 //
 // Flush completions still in the CQ after Reset are reported as before but
 // no longer matched to posted requests (and do not mark the path down
-// again); the engine ignores them as stale. A path whose port is down is
-// refused with ErrPathDown and left alone (its RC retries run out and
-// flush it, and probing it would only time out). Reset blocks for one
+// again); the engine ignores them as stale. A path whose port is down
+// gets step 1 only, which flushes its work requests, and is refused with
+// ErrPathDown (probing it would only time out). Reset blocks for one
 // control round trip.
 func (c *Conn) Reset(path int) error {
 	if c.closed {
@@ -451,13 +451,17 @@ func (c *Conn) Reset(path int) error {
 		return fmt.Errorf("verbs: Reset: path %d, want 0..%d", path, len(c.sp)-1)
 	}
 	p := &c.sp[path]
-	if e := p.g.nic.portDown.Load(); e != nil {
-		return *e
-	}
+	// Step 1 even when the port is down: a local transition that flushes
+	// the outstanding work requests. Left to their RC retries, READs whose
+	// requests had left before the port went down never completed on rxe
+	// (16 MiB of them outstanding 5 minutes later, the pull never ended).
 	if st := C.mptx_qp_state(p.q.qp); st != C.IBV_QPS_ERR && st != C.IBV_QPS_RESET {
 		if rc := C.mptx_qp_to_error(p.q.qp); rc != 0 {
 			return callErr("ibv_modify_qp(ERR)", p.g.nic.dev.Name, rc)
 		}
+	}
+	if e := p.g.nic.portDown.Load(); e != nil {
+		return *e
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), resetTimeout)
 	defer cancel()
