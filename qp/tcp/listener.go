@@ -2,7 +2,6 @@ package tcp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -181,32 +180,10 @@ func (l *Listener) Close() error {
 
 func (l *Listener) acceptLoop() {
 	defer l.wg.Done()
-	var backoff *time.Timer
 	for {
-		nc, err := l.ln.AcceptTCP()
-		if err != nil {
-			select {
-			case <-l.done:
-				return
-			default:
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// Out of file descriptors or similar: back off (net/http
-			// does the same) rather than spin.
-			if backoff == nil {
-				backoff = time.NewTimer(10 * time.Millisecond)
-			} else {
-				backoff.Reset(10 * time.Millisecond)
-			}
-			select {
-			case <-l.done:
-				backoff.Stop()
-				return
-			case <-backoff.C:
-			}
-			continue
+		nc, ok := admit.Accept(l.ln.AcceptTCP, l.done)
+		if !ok {
+			return
 		}
 		l.mu.Lock()
 		if l.closed {

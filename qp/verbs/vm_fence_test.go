@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,15 +27,21 @@ func hwCounter(t *testing.T, dev, name string) uint64 {
 	return v
 }
 
-// netem holds wire's egress packets back by delay (tc-netem(8)) until the
-// test ends.
-func netem(t *testing.T, wire string, delay time.Duration) {
+// netem holds wire's egress packets back by delay (tc-netem(8)) until
+// the test ends or stop is called; stop deletes the qdisc, which drops
+// what it held.
+func netem(t testing.TB, wire string, delay time.Duration) (stop func()) {
 	t.Helper()
 	args := []string{"qdisc", "replace", "dev", wire, "root", "netem", "delay", strconv.Itoa(int(delay.Milliseconds())) + "ms", "limit", "100000"}
 	if out, err := exec.Command("tc", args...).CombinedOutput(); err != nil {
 		t.Fatalf("tc %v: %v: %s", args, err, out)
 	}
-	t.Cleanup(func() { _ = exec.Command("tc", "qdisc", "del", "dev", wire, "root").Run() })
+	var once sync.Once
+	stop = func() {
+		once.Do(func() { _ = exec.Command("tc", "qdisc", "del", "dev", wire, "root").Run() })
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // TestVMResetFencesStall is qp.Resetter's fence on a stalled path, on real
@@ -56,7 +63,7 @@ func TestVMResetFencesStall(t *testing.T) {
 		src[i] = byte(i*7) | 1 // never zero
 	}
 	clear(region)
-	netem(t, e.wires[1], delay)
+	stopNetem := netem(t, e.wires[1], delay)
 	const n, seg = 8, 256 << 10
 	wrs := make([]qp.SendWR, n)
 	for i := range wrs {
@@ -122,7 +129,7 @@ func TestVMResetFencesStall(t *testing.T) {
 		t.Errorf("%s received no packet after Reset: the held writes never arrived, so this run did not show them refused", rdev)
 	}
 	// The path works again.
-	_ = exec.Command("tc", "qdisc", "del", "dev", e.wires[1], "root").Run()
+	stopNetem()
 	wr := []qp.SendWR{{ID: 200, Op: qp.OpWriteImm, Local: 0, Remote: 0, Len: seg, Imm: 0x55}}
 	if k, err := p.conn.PostSend(1, wr); k != 1 || err != nil {
 		t.Fatalf("PostSend after Reset = %d, %v", k, err)

@@ -54,7 +54,10 @@ func vmFactory(t testing.TB, paths int, region units.Bytes) *qptest.Env {
 		Progress: runtime.Gosched,
 		Timeout:  30 * time.Second,
 		Fail:     p.conn.breakPath,
-		Stall:    func(path int) func() { return stallWire(t, e.wires[p.conn.Paths()[path].NIC]) },
+		// A stall: the path's wire holds every packet back far longer
+		// than any test waits (ResetFences needs work outstanding; 16
+		// small writes on rxe can all complete before it could reset).
+		Stall: func(path int) func() { return netem(t, e.wires[p.conn.Paths()[path].NIC], 30*time.Second) },
 		Alloc: func(n units.Bytes) []byte { // exposed memory: outside the Go heap
 			mem, err := unix.Mmap(-1, 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 			if err != nil {
@@ -67,27 +70,6 @@ func vmFactory(t testing.TB, paths int, region units.Bytes) *qptest.Env {
 			return mem
 		},
 	}
-}
-
-// stallWire holds every packet leaving wire back (tc-netem(8), a delay far
-// longer than any test waits), so that work posted on its paths stays
-// outstanding on a healthy queue pair, as on a paused link. resume deletes
-// the qdisc, which drops what it held; a queue pair that was not reset
-// then retransmits (its ACK timeout), one that was reset has nothing left
-// to send. ResetFences needs it: with only "in flight" to go by, its 16
-// small writes on rxe can all complete before the suite resets the path.
-func stallWire(t testing.TB, wire string) (resume func()) {
-	t.Helper()
-	args := []string{"qdisc", "replace", "dev", wire, "root", "netem", "delay", "30000ms", "limit", "100000"}
-	if out, err := exec.Command("tc", args...).CombinedOutput(); err != nil {
-		t.Fatalf("tc %v: %v: %s", args, err, out)
-	}
-	var once sync.Once
-	resume = func() {
-		once.Do(func() { _ = exec.Command("tc", "qdisc", "del", "dev", wire, "root").Run() })
-	}
-	t.Cleanup(resume)
-	return resume
 }
 
 // TestVMConformance runs the qp conformance suite (the one qp/mem, qp/tcp

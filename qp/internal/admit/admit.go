@@ -26,9 +26,11 @@
 package admit
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"time"
 )
 
 // Config bounds a Table.
@@ -180,4 +182,42 @@ func (t *Table[C]) dec(key netip.Addr) {
 		return
 	}
 	t.unauth[key]--
+}
+
+// Accept calls accept until it returns a connection, and reports false
+// once done is closed or the listener is (net.ErrClosed). Any other error
+// (out of file descriptors, say) backs off 10 ms before the next try, as
+// net/http's server does, rather than spin. Both listeners' accept loops
+// take their connections through it.
+func Accept[C any](accept func() (C, error), done <-chan struct{}) (C, bool) {
+	var backoff *time.Timer
+	for {
+		c, err := accept()
+		if err == nil {
+			if backoff != nil {
+				backoff.Stop()
+			}
+			return c, true
+		}
+		var zero C
+		select {
+		case <-done:
+			return zero, false
+		default:
+		}
+		if errors.Is(err, net.ErrClosed) {
+			return zero, false
+		}
+		if backoff == nil {
+			backoff = time.NewTimer(10 * time.Millisecond)
+		} else {
+			backoff.Reset(10 * time.Millisecond)
+		}
+		select {
+		case <-done:
+			backoff.Stop()
+			return zero, false
+		case <-backoff.C:
+		}
+	}
 }

@@ -252,32 +252,10 @@ func (l *Listener) release(c net.Conn) {
 
 func (l *Listener) acceptLoop() {
 	defer l.wg.Done()
-	var backoff *time.Timer
 	for {
-		c, err := l.ln.Accept()
-		if err != nil {
-			select {
-			case <-l.done:
-				return
-			default:
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// Out of file descriptors or similar: back off (net/http
-			// does the same) rather than spin.
-			if backoff == nil {
-				backoff = time.NewTimer(10 * time.Millisecond)
-			} else {
-				backoff.Reset(10 * time.Millisecond)
-			}
-			select {
-			case <-l.done:
-				backoff.Stop()
-				return
-			case <-backoff.C:
-			}
-			continue
+		c, ok := admit.Accept(l.ln.Accept, l.done)
+		if !ok {
+			return
 		}
 		l.mu.Lock()
 		if l.closed {
