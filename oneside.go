@@ -528,7 +528,7 @@ func (ss *sendSide) onEngineDone(id multipath.TransferID, now vtime.Time, err er
 	if p := ss.os.live[id]; p != nil {
 		delete(ss.os.live, id)
 		if err != nil {
-			err = p.op.pairErr(p, err)
+			err = ss.s.closedCause(p.op.pairErr(p, err))
 		}
 		ss.osReport(p, err)
 	} else {

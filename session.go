@@ -419,6 +419,18 @@ func (s *Session) Close() error {
 	return nil
 }
 
+// closedCause words a transfer's failure once Close has begun: the
+// session's end is the cause (the peer, told Bye, may revoke its keys or
+// drop the paths before our own end cancels what is in flight, so the
+// failure the engine sees first is often a remote access error or a lost
+// path). The original error stays wrapped.
+func (s *Session) closedCause(err error) error {
+	if err == nil || !s.closing.Load() || errors.Is(err, ErrSessionClosed) {
+		return err
+	}
+	return fmt.Errorf("%w (in flight: %w)", ErrSessionClosed, err)
+}
+
 // readLoop hands every control frame to the side's handler until the
 // channel fails or a Bye arrives.
 func (s *Session) readLoop(handle func(t bootstrap.Type, payload []byte) error) {

@@ -393,7 +393,7 @@ func (ss *sendSide) onDone(id multipath.TransferID, _ vtime.Time, err error) {
 		if errors.Is(err, multipath.ErrCanceled) && t.ctx.Err() != nil {
 			err = fmt.Errorf("mptx: tensor %q canceled: %w", t.Name, context.Cause(t.ctx))
 		}
-		ss.fail(t, err)
+		ss.fail(t, ss.s.closedCause(err))
 	}
 }
 
