@@ -90,7 +90,7 @@ type incomingTensor struct {
 func (in *incomingTensor) sumChunk(region []byte, i uint32) {
 	off, n := in.plan.Span(int(i))
 	b := region[in.off+off : in.off+off+n]
-	in.sums[i], in.summed[i] = chunk.CRC32C(b), true
+	in.sums[i], in.summed[i] = crc32c.Checksum(b), true
 }
 
 // sum returns the CRC32C of in's range: the chunks' sums combined in

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mptx-dev/mptx/chunk"
+	"github.com/mptx-dev/mptx/internal/crc32c"
 	"github.com/mptx-dev/mptx/multipath"
 	"github.com/mptx-dev/mptx/qp"
 	"github.com/mptx-dev/mptx/qp/tcp"
@@ -229,7 +229,7 @@ func (s *Session) sendAsync(ctx context.Context, name string, data []byte, opts 
 		// its own, so the pass over the tensor overlaps its transfer
 		// instead of delaying it, and several senders checksum in
 		// parallel.
-		crc := chunk.CRC32C(sum)
+		crc := crc32c.Checksum(sum)
 		ss.do(func() { ss.summed(t, crc) })
 	}
 	return t, nil

@@ -1,7 +1,6 @@
 package mptx
 
 import (
-	"github.com/mptx-dev/mptx/chunk"
 	"github.com/mptx-dev/mptx/internal/crc32c"
 	"github.com/mptx-dev/mptx/qp"
 	"github.com/mptx-dev/mptx/qp/tcp"
@@ -95,7 +94,7 @@ func (ss *sendSide) fusedSum(t *Transfer) uint32 {
 			if testHookSumFromMemory != nil {
 				testHookSumFromMemory(k)
 			}
-			t.sums[k], t.have[k] = chunk.CRC32C(t.data[off:off+size]), true
+			t.sums[k], t.have[k] = crc32c.Checksum(t.data[off:off+size]), true
 		}
 		crc = crc32c.Combine(crc, t.sums[k], uint64(size))
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mptx-dev/mptx"
-	"github.com/mptx-dev/mptx/chunk"
+	"github.com/mptx-dev/mptx/internal/crc32c"
 	"github.com/mptx-dev/mptx/units"
 )
 
@@ -365,7 +365,7 @@ func pullOne(ctx context.Context, s *mptx.Session, pool units.Bytes, name string
 		return fail(err)
 	}
 	r.Seconds, r.Gbps = took.Seconds(), gbps(d.Len, took)
-	r.CRC32C = fmt.Sprintf("%08x", chunk.CRC32C(local))
+	r.CRC32C = fmt.Sprintf("%08x", crc32c.Checksum(local))
 	if od != nil {
 		if r.File, err = od.write(name, local); err != nil {
 			return fail(err)

@@ -9,13 +9,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"net"
 	"time"
 
 	"github.com/mptx-dev/mptx"
 	"github.com/mptx-dev/mptx/chunk"
+	"github.com/mptx-dev/mptx/internal/crc32c"
 	"github.com/mptx-dev/mptx/multipath"
 	"github.com/mptx-dev/mptx/qp"
 	"github.com/mptx-dev/mptx/qp/verbs"
@@ -163,7 +163,7 @@ func runRecvVerbs(ctx context.Context, log io.Writer, p verbsRecvParams) (*RecvS
 	receipt := &verbs.Receipt{ID: tr.ID, OK: doneErr == nil, Bytes: tr.Size}
 	region := r.Region()[tr.Remote : tr.Remote+tr.Size]
 	if doneErr == nil && tr.CRC {
-		got := crc32.Checksum(region, castagnoli)
+		got := crc32c.Checksum(region)
 		receipt.CRC32C = got
 		s.CRC32C = fmt.Sprintf("%08x", got)
 		if got == tr.CRC32C {

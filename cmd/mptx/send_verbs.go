@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"text/tabwriter"
@@ -18,6 +17,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/mptx-dev/mptx"
+	"github.com/mptx-dev/mptx/internal/crc32c"
 	"github.com/mptx-dev/mptx/multipath"
 	"github.com/mptx-dev/mptx/qp/verbs"
 	"github.com/mptx-dev/mptx/units"
@@ -117,7 +117,7 @@ func runSendVerbs(ctx context.Context, p verbsSendParams) (*SendSummary, error) 
 	}
 	var sum uint32
 	if p.crc {
-		sum = crc32.Checksum(buf.Bytes(), castagnoli)
+		sum = crc32c.Checksum(buf.Bytes())
 	}
 	clock := vtime.NewMonotonic()
 	dctx, cancel := context.WithTimeout(ctx, 60*time.Second)

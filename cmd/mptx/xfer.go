@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"os/signal"
 	"runtime"
@@ -30,9 +29,6 @@ import (
 	"github.com/mptx-dev/mptx/qp/verbs"
 	"github.com/mptx-dev/mptx/units"
 )
-
-// castagnoli is the CRC-32C table (the tensor checksum both ends compute).
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // xferFlags are the flags send and recv take whatever the transport.
 type xferFlags struct {

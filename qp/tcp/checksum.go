@@ -1,18 +1,16 @@
 package tcp
 
 import (
-	"hash/crc32"
 	"io"
 	"net"
+
+	"github.com/mptx-dev/mptx/internal/crc32c"
 
 	"github.com/mptx-dev/mptx/qp"
 )
 
 // Checksums next to the copies (ListenConfig.Checksum,
 // DialConfig.Checksum; see Checksums in the package doc).
-
-// castagnoli is the CRC32C table.
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // readSummed reads len(dst) payload bytes into dst and returns their
 // CRC32C, computed a sumPiece at a time right after each piece was read,
@@ -24,7 +22,7 @@ func (p *recvPath) readSummed(dst []byte) (uint32, error) {
 		if _, err := io.ReadFull(p.br, b); err != nil {
 			return 0, err
 		}
-		sum = crc32.Update(sum, castagnoli, b)
+		sum = crc32c.Update(sum, b)
 		dst = dst[len(b):]
 	}
 	return sum, nil
@@ -73,10 +71,10 @@ func (p *sendPath) writeSummed(conn *net.TCPConn, iov [][]byte, k int) error {
 			if err := flush(); err != nil {
 				return err
 			}
-			sum = crc32.Update(sum, castagnoli, b)
+			sum = crc32c.Update(sum, b)
 			pay = pay[len(b):]
 		}
-		p.sums[j].Store(crc32.Update(sum, castagnoli, pay))
+		p.sums[j].Store(crc32c.Update(sum, pay))
 		out = append(out, pay)
 	}
 	return flush()
