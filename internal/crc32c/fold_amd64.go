@@ -44,14 +44,6 @@ func init() {
 	}
 }
 
-// foldPair returns the constants that move a 128-bit block D bits
-// forward: x^(64+D−1) mod P for its first 64 bits, x^(D−1) mod P for the
-// others, as bit-reflected 64-bit values (bit i the coefficient of
-// x^(63−i)).
-func foldPair(d uint64) (lo, hi uint64) {
-	return uint64(xnmodp(64+d-1)) << 32, uint64(xnmodp(d-1)) << 32
-}
-
 // fold returns the CRC register (not inverted) after p, from register
 // crc; len(p) is a positive multiple of foldBlock.
 func fold(crc uint32, p []byte) uint32 { return foldAVX512(crc, &p[0], len(p), &foldK) }

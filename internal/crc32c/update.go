@@ -37,3 +37,11 @@ func xnmodp(n uint64) uint32 {
 	}
 	return p
 }
+
+// foldPair returns the constants that move a 128-bit block D bits
+// forward: x^(64+D−1) mod P for its first 64 bits, x^(D−1) mod P for the
+// others, as bit-reflected 64-bit values (bit i the coefficient of
+// x^(63−i)).
+func foldPair(d uint64) (lo, hi uint64) {
+	return uint64(xnmodp(64+d-1)) << 32, uint64(xnmodp(d-1)) << 32
+}
