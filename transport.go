@@ -263,7 +263,7 @@ func acceptTransport(ctx context.Context, bs *bootstrap.Session, h *hello, tr ui
 	if region == nil {
 		size := units.Bytes(regionSize(cfg))
 		if region = getRegion(size); region == nil {
-			region = make([]byte, size)
+			region = makeRegion(int64(size))
 		}
 		free = func() { putRegion(region) }
 	}
