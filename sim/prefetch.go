@@ -17,8 +17,7 @@ func prefetchHandler(h Handler) {
 	case *portPipe:
 		prefetch(unsafe.Add(unsafe.Pointer(e), unsafe.Offsetof(Port{}.pipe)))
 	case *Port:
-		prefetch(unsafe.Pointer(e))
-		prefetch(unsafe.Add(unsafe.Pointer(e), unsafe.Offsetof(Port{}.ser)))
+		prefetch2(unsafe.Pointer(e), unsafe.Add(unsafe.Pointer(e), unsafe.Offsetof(Port{}.ser)))
 	}
 }
 
@@ -32,14 +31,6 @@ func prefetchFrame(h Handler) {
 	case *portPipe:
 		if f := e.pipe.head; f != nil {
 			prefetch(unsafe.Pointer(f))
-		}
-		if s := e.peerSw; s != nil {
-			// forwarding, buffer accounting, the ingress side's counters
-			prefetch(unsafe.Pointer(s))
-			prefetch(unsafe.Add(unsafe.Pointer(s), unsafe.Offsetof(Switch{}.seed)))
-			prefetch(unsafe.Add(unsafe.Pointer(e.peerPort), unsafe.Offsetof(Port{}.inBytes)))
-		} else if n := e.peerNIC; n != nil {
-			prefetch(unsafe.Pointer(n))
 		}
 	case *Port:
 		if f := e.ctrl.head; f != nil {

@@ -108,22 +108,8 @@ func (w *World) Step() bool {
 	at, h := w.q.pop(w.now)
 	w.now = at
 	w.fired++
-	fire(h, at)
+	h.Fire(at)
 	return true
-}
-
-// fire runs h's event at at, calling the port's two handlers directly (they
-// are nearly all the events of a large fabric): a compare on the interface's
-// type word instead of an indirect call.
-func fire(h Handler, at Time) {
-	switch e := h.(type) {
-	case *portPipe:
-		e.Fire(at)
-	case *Port:
-		e.Fire(at)
-	default:
-		h.Fire(at)
-	}
 }
 
 // Run fires events in time order until none that matters is left (only
@@ -135,7 +121,7 @@ func (w *World) Run() {
 		at, h := w.q.pop(w.now)
 		w.now = at
 		w.fired++
-		fire(h, at)
+		h.Fire(at)
 	}
 }
 
@@ -148,7 +134,7 @@ func (w *World) RunUntil(t Time) bool {
 		at, h := w.q.pop(w.now)
 		w.now = at
 		w.fired++
-		fire(h, at)
+		h.Fire(at)
 	}
 	if !w.stop && t > w.now {
 		w.now = t
