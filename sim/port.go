@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math/bits"
+	"unsafe"
 
 	"github.com/mptx-dev/mptx/qp"
 	"github.com/mptx-dev/mptx/units"
@@ -282,6 +283,11 @@ func (e *portPipe) Fire(now Time) {
 	p := (*Port)(e)
 	p.pipeArmed = false
 	for h := p.pipe.head; h != nil && h.arrive <= now; h = p.pipe.head {
+		if n := h.next; n != nil {
+			// the next frame's arrival time is read when the delivery
+			// event is re-armed, after the far end has handled this one
+			prefetch(unsafe.Pointer(n))
+		}
 		p.deliver(p.pipe.pop())
 	}
 	if h := p.pipe.head; h != nil && !p.pipeArmed {

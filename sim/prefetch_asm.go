@@ -10,3 +10,8 @@ import "unsafe"
 //
 //go:noescape
 func prefetch(p unsafe.Pointer)
+
+// prefetch2 is prefetch of two lines in one call.
+//
+//go:noescape
+func prefetch2(p, q unsafe.Pointer)
