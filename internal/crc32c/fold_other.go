@@ -4,7 +4,7 @@ package crc32c
 
 const (
 	foldBlock = 256
-	foldMin   = 1024
+	foldMin   = 256
 	haveFold  = false
 )
 
