@@ -13,11 +13,14 @@ package crc32c
 // poly is the reflected Castagnoli polynomial.
 const poly = 0x82f63b78
 
-// x2n[k] is x^(2^k) mod P, reflected.
-var x2n = func() (t [32]uint32) {
+// x2n[k] is x^(2^k) mod P, reflected, for every k that xpowmodp can
+// reach (n·2^3 with n < 2^64). The table does not repeat every 32 entries
+// as zlib's does for the IEEE polynomial: Castagnoli's P is (x+1) times a
+// degree-31 polynomial, and x^(2^32) mod P is x^2, not x.
+var x2n = func() (t [64 + 3]uint32) {
 	p := uint32(1) << 30 // x^1
 	t[0] = p
-	for k := 1; k < 32; k++ {
+	for k := 1; k < len(t); k++ {
 		p = multmodp(p, p)
 		t[k] = p
 	}
@@ -46,11 +49,15 @@ func multmodp(a, b uint32) uint32 {
 }
 
 // x8nmodp returns x^(8·n) mod P.
-func x8nmodp(n uint64) uint32 {
+func x8nmodp(n uint64) uint32 { return xpowmodp(n, 3) }
+
+// xpowmodp returns x^(n·2^k) mod P, k ≤ 3: the product of x^(2^(i+k))
+// over the bits i of n (zlib's x2nmodp).
+func xpowmodp(n uint64, k int) uint32 {
 	p := uint32(1) << 31 // x^0
-	for k := 3; n != 0; k++ {
+	for ; n != 0; k++ {
 		if n&1 != 0 {
-			p = multmodp(x2n[k&31], p)
+			p = multmodp(x2n[k], p)
 		}
 		n >>= 1
 	}

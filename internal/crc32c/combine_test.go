@@ -63,3 +63,23 @@ func BenchmarkCombine(b *testing.B) {
 }
 
 var sink uint32
+
+// TestPowersBeyond2To32: x^(a+b) = x^a·x^b for exponents past 2^32 bits
+// (tensors of 512 MiB and more). A table of x^(2^k) that wrapped every 32
+// entries, as zlib's does for the IEEE polynomial, fails it: for
+// Castagnoli's P, x^(2^32) mod P is x^2.
+func TestPowersBeyond2To32(t *testing.T) {
+	sq := uint32(1) << 30 // x
+	for range 32 {
+		sq = multmodp(sq, sq)
+	}
+	if got := x8nmodp(1 << 29); got != sq || got != 1<<29 {
+		t.Fatalf("x^(2^32) mod P = %#x by the table, %#x by squaring; want %#x (x^2)", got, sq, uint32(1)<<29)
+	}
+	for _, c := range [][2]uint64{{1 << 29, 1}, {3 << 30, 12345}, {1 << 40, 1<<40 + 7}, {1<<61 - 1, 1 << 60}} {
+		a, b := c[0], c[1]
+		if got, want := multmodp(x8nmodp(a), x8nmodp(b)), x8nmodp(a+b); got != want {
+			t.Errorf("x^(8·%d)·x^(8·%d) = %#x, x^(8·%d) = %#x", a, b, got, a+b, want)
+		}
+	}
+}

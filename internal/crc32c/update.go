@@ -27,16 +27,7 @@ func Update(crc uint32, p []byte) uint32 {
 }
 
 // xnmodp returns x^n mod P (reflected, as multmodp).
-func xnmodp(n uint64) uint32 {
-	p := uint32(1) << 31 // x^0
-	for k := 0; n != 0; k++ {
-		if n&1 != 0 {
-			p = multmodp(x2n[k&31], p)
-		}
-		n >>= 1
-	}
-	return p
-}
+func xnmodp(n uint64) uint32 { return xpowmodp(n, 0) }
 
 // foldPair returns the constants that move a 128-bit block D bits
 // forward: x^(64+D−1) mod P for its first 64 bits, x^(D−1) mod P for the
