@@ -215,6 +215,15 @@ func (d *Descriptor) UnmarshalText(text []byte) error {
 	if base64.RawURLEncoding.DecodedLen(len(s)) > MaxDescriptorLen {
 		return fmt.Errorf("%w: token of %d characters (valid: up to %d)", errDescriptor, len(s), base64.RawURLEncoding.EncodedLen(MaxDescriptorLen))
 	}
+	// encoding/base64 skips '\r' and '\n' even in strict mode: a token
+	// is one word, so anything outside the URL-safe alphabet is refused
+	// (FuzzDescriptor: "mptx-desc:bQEB0\n0000010" decoded as if the
+	// newline were not there).
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return fmt.Errorf("%w: character %q at offset %d of the token (valid: A-Z a-z 0-9 - _)", errDescriptor, c, len(descText)+i)
+		}
+	}
 	var raw [MaxDescriptorLen]byte
 	n, err := base64.RawURLEncoding.Strict().Decode(raw[:], []byte(s))
 	if err != nil {
