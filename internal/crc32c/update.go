@@ -12,19 +12,14 @@ func Checksum(p []byte) uint32 { return Update(0, p) }
 // Update returns the CRC-32C of the bytes whose checksum is crc followed
 // by p (crc32.Update with the Castagnoli table, same results).
 //
-// On amd64 processors with AVX-512 and VPCLMULQDQ, inputs of foldMin bytes
-// or more are folded 256 bytes at a time by carry-less multiplication
-// (update_amd64.go); elsewhere, and for short inputs and tails, it is
-// hash/crc32 (SSE4.2's CRC32 instruction on three streams on amd64). The
-// standard library folds only the IEEE polynomial this way.
-func Update(crc uint32, p []byte) uint32 {
-	if haveFold && len(p) >= foldMin {
-		n := len(p) &^ (foldBlock - 1)
-		crc = ^fold(^crc, p[:n])
-		p = p[n:]
-	}
-	return crc32.Update(crc, castagnoli, p)
-}
+// It runs the fastest of up to three implementations on this processor,
+// measured once at the first call (choose.go): on amd64 with AVX-512 and
+// VPCLMULQDQ, folding 256 bytes at a time by carry-less multiplication
+// (fold_amd64.go; the standard library folds only the IEEE polynomial);
+// hash/crc32 (SSE4.2's CRC32 instruction on three streams on amd64);
+// or slicing-by-8 table look-ups, which win where the instruction is
+// emulated (slicing.go).
+func Update(crc uint32, p []byte) uint32 { return chosen().run(crc, p) }
 
 // xnmodp returns x^n mod P (reflected, as multmodp).
 func xnmodp(n uint64) uint32 { return xpowmodp(n, 0) }

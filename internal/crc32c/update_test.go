@@ -4,13 +4,15 @@ import (
 	"hash/crc32"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
-// TestUpdateMatchesStdlib: Update agrees with hash/crc32 for every length
-// around the fold's thresholds and block multiples, at every alignment, from
-// several starting CRCs; on amd64 with AVX-512 it exercises the fold.
+// TestUpdateMatchesStdlib: Update, and each implementation this processor
+// can run (fold only on amd64 with AVX-512), agree with hash/crc32 for
+// every length around the fold's thresholds and block multiples, at every
+// alignment, from several starting CRCs.
 func TestUpdateMatchesStdlib(t *testing.T) {
-	t.Logf("fold in use: %v", haveFold)
+	t.Logf("fold available: %v; Update uses %s", haveFold, Impl())
 	r := rand.New(rand.NewPCG(1, 2))
 	buf := make([]byte, 64<<10+64)
 	for i := range buf {
@@ -21,16 +23,66 @@ func TestUpdateMatchesStdlib(t *testing.T) {
 		lens = append(lens, n)
 	}
 	lens = append(lens, 4096, 4097, 8191, 65535, 64<<10)
-	for _, init := range []uint32{0, 1, 0xffffffff, 0x12345678} {
-		for _, n := range lens {
-			for _, off := range []int{0, 1, 7, 13, 63} {
-				p := buf[off : off+n]
-				want := crc32.Update(init, castagnoli, p)
-				if got := Update(init, p); got != want {
-					t.Fatalf("Update(%#x, %d bytes at offset %d) = %#x, want %#x", init, n, off, got, want)
+	fs := map[string]func(uint32, []byte) uint32{"Update": Update}
+	for _, m := range candidates() {
+		fs[m.String()] = m.run
+	}
+	for name, f := range fs {
+		for _, init := range []uint32{0, 1, 0xffffffff, 0x12345678} {
+			for _, n := range lens {
+				for _, off := range []int{0, 1, 7, 13, 63} {
+					p := buf[off : off+n]
+					want := crc32.Update(init, castagnoli, p)
+					if got := f(init, p); got != want {
+						t.Fatalf("%s(%#x, %d bytes at offset %d) = %#x, want %#x", name, init, n, off, got, want)
+					}
 				}
 			}
 		}
+	}
+}
+
+// TestFastest: the choice goes to the shortest best-of-runs time, however
+// long a candidate's other runs took (an interrupted run does not decide),
+// and to the earlier candidate on a tie.
+func TestFastest(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		times map[impl][]time.Duration // successive measurements; the last repeats
+		want  impl
+	}{
+		{"instruction fastest", map[impl][]time.Duration{implStdlib: {900, 1000}, implSlicing8: {4000}}, implStdlib},
+		{"emulated instruction", map[impl][]time.Duration{implStdlib: {90000}, implSlicing8: {30000}}, implSlicing8},
+		{"fold, one run interrupted", map[impl][]time.Duration{implFold: {500, 500, 90000, 500}, implStdlib: {1000}, implSlicing8: {6000}}, implFold},
+		{"slowed warm-up and first runs", map[impl][]time.Duration{implStdlib: {50000, 50000, 50000, 1000}, implSlicing8: {4000}}, implStdlib},
+		{"tie", map[impl][]time.Duration{implStdlib: {1000}, implSlicing8: {1000}}, implStdlib},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var cands []impl
+			for m := range numImpls {
+				if _, ok := c.times[m]; ok {
+					cands = append(cands, m)
+				}
+			}
+			calls := map[impl]int{}
+			got := fastest(cands, func(m impl, p []byte) time.Duration {
+				if len(p) != calibrationBytes {
+					t.Fatalf("measured %d bytes, want %d", len(p), calibrationBytes)
+				}
+				ts := c.times[m]
+				d := ts[min(calls[m], len(ts)-1)]
+				calls[m]++
+				return d
+			})
+			if got != c.want {
+				t.Errorf("fastest = %v, want %v", got, c.want)
+			}
+			for _, m := range cands {
+				if calls[m] != calibrationRuns+1 {
+					t.Errorf("%v measured %d times, want %d (a warm-up and %d runs)", m, calls[m], calibrationRuns+1, calibrationRuns)
+				}
+			}
+		})
 	}
 }
 
@@ -54,8 +106,14 @@ func TestFoldPair(t *testing.T) {
 func FuzzUpdate(f *testing.F) {
 	f.Add(uint32(0), make([]byte, 2048))
 	f.Fuzz(func(t *testing.T, init uint32, p []byte) {
-		if got, want := Update(init, p), crc32.Update(init, castagnoli, p); got != want {
+		want := crc32.Update(init, castagnoli, p)
+		if got := Update(init, p); got != want {
 			t.Fatalf("Update(%#x, %d bytes) = %#x, want %#x", init, len(p), got, want)
+		}
+		for _, m := range candidates() {
+			if got := m.run(init, p); got != want {
+				t.Fatalf("%v(%#x, %d bytes) = %#x, want %#x", m, init, len(p), got, want)
+			}
 		}
 	})
 }
@@ -69,12 +127,12 @@ func benchUpdate(b *testing.B, n int, f func(uint32, []byte) uint32) {
 	}
 }
 
-func stdlib(crc uint32, p []byte) uint32 { return crc32.Update(crc, castagnoli, p) }
-
 func BenchmarkUpdate(b *testing.B) {
 	for _, n := range []int{1 << 10, 4 << 10, 256 << 10, 64 << 20} {
-		b.Run(sizeName(n)+"/fold", func(b *testing.B) { benchUpdate(b, n, Update) })
-		b.Run(sizeName(n)+"/stdlib", func(b *testing.B) { benchUpdate(b, n, stdlib) })
+		b.Run(sizeName(n)+"/Update", func(b *testing.B) { benchUpdate(b, n, Update) })
+		for _, m := range candidates() {
+			b.Run(sizeName(n)+"/"+m.String(), func(b *testing.B) { benchUpdate(b, n, m.run) })
+		}
 	}
 }
 
