@@ -66,8 +66,11 @@ type Conn struct {
 	lastSyn vtime.Time
 	rateErr error
 	receipt *Receipt // a Receipt that arrived while Reset waited for its ack
-	closed  bool
-	cleanup runtime.Cleanup
+	// resetSeq numbers Reset's ResetPath frames (the last one sent):
+	// awaitResetAck drops the late answers of earlier resets.
+	resetSeq uint32
+	closed   bool
+	cleanup  runtime.Cleanup
 }
 
 // sendPath is one path's sender state. The WR, SGE and input arrays are C
@@ -466,23 +469,13 @@ func (c *Conn) Reset(path int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), resetTimeout)
 	defer cancel()
 	psn := randPSN()
-	if err := c.sess.SendResetPath(ctx, &bootstrap.ResetPath{Path: uint16(path), QPN: p.q.qpn, PSN: psn}); err != nil {
+	c.resetSeq++
+	if err := c.sess.SendResetPath(ctx, &bootstrap.ResetPath{Path: uint16(path), QPN: p.q.qpn, PSN: psn, Seq: c.resetSeq}); err != nil {
 		return err
 	}
-	var ack *bootstrap.ResetAck
-	for ack == nil {
-		t, m, err := c.recvCtl(ctx)
-		if err != nil {
-			return err
-		}
-		switch t {
-		case bootstrap.TypeResetAck:
-			ack = m.(*bootstrap.ResetAck)
-		case bootstrap.TypeReceipt: // the receiver finished meanwhile
-			c.receipt = m.(*Receipt)
-		default:
-			return fmt.Errorf("%w: %s while waiting for ResetAck", bootstrap.ErrProtocol, t)
-		}
+	ack, err := awaitResetAck(ctx, c.recvCtl, c.resetSeq, func(r *Receipt) { c.receipt = r })
+	if err != nil {
+		return err
 	}
 	if !ack.OK || int(ack.Path) != path {
 		return fmt.Errorf("verbs: Reset(path %d): the receiver could not reset its end: %s", path, ack.Message)

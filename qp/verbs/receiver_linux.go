@@ -435,7 +435,7 @@ func (r *Receiver) control(ctx context.Context) {
 // PSN of its own, and rebinds the path's window when the region is exposed
 // through windows (a reset QP's type 2 windows are no longer usable).
 func (r *Receiver) resetPath(m *bootstrap.ResetPath) *bootstrap.ResetAck {
-	ack := &bootstrap.ResetAck{Path: m.Path}
+	ack := &bootstrap.ResetAck{Path: m.Path, Seq: m.Seq}
 	i := int(m.Path)
 	if i >= len(r.rp) || r.offer.Paths[i].QPN != m.QPN {
 		ack.Message = fmt.Sprintf("no path %d with sender QPN %#x", i, m.QPN)

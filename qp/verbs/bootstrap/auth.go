@@ -18,8 +18,9 @@ import (
 )
 
 // Version is the protocol version this package speaks. Version 2 keys its
-// tags with HKDF-derived keys instead of the secret itself.
-const Version = 2
+// tags with HKDF-derived keys instead of the secret itself; version 3
+// numbers path resets (ResetPath.Seq, echoed by ResetAck).
+const Version = 3
 
 // MinSecret is the shortest accepted shared secret, in bytes. Length is
 // not entropy: see Secrets in the package doc.

@@ -329,8 +329,8 @@ func TestResetAndRecvAny(t *testing.T) {
 		t.Fatal(c.err, s.err)
 	}
 	ctx := context.Background()
-	rp := &ResetPath{Path: 3, QPN: 0x17, PSN: 0xabcdef}
-	ack := &ResetAck{Path: 3, OK: true, PSN: 0x123456, Rkey: 0x99, Message: "reset"}
+	rp := &ResetPath{Path: 3, QPN: 0x17, PSN: 0xabcdef, Seq: 0x01020304}
+	ack := &ResetAck{Path: 3, Seq: 0x01020304, OK: true, PSN: 0x123456, Rkey: 0x99, Message: "reset"}
 	errc := make(chan error, 1)
 	go func() {
 		typ, m, err := s.s.Recv(ctx)

@@ -13,8 +13,9 @@
 // (RFC 5869), so the key is this protocol's alone (qp/tcp derives another
 // from the same secret):
 //
-//  1. server → client: Hello{magic "MPTX", version (2), nonceS (32 random
-//     bytes)}
+//  1. server → client: Hello{magic "MPTX", version (3; the key schedule and
+//     its "mptx/2" labels are version 2's, version 3 numbers path resets),
+//     nonceS (32 random bytes)}
 //  2. client → server: nonceC (32 random bytes),
 //     HMAC(k, "mptx/2 client" ‖ nonceS ‖ nonceC)
 //  3. server: verifies the tag in constant time (crypto/hmac.Equal). On a
@@ -64,7 +65,10 @@
 // and, when the receiver has every byte, Receipt.
 //
 // During a transfer the sender may also send ResetPath, answered by
-// ResetAck, to bring a path's queue pair back from the error state.
+// ResetAck, to bring a path's queue pair back from the error state. Each
+// ResetPath carries the number of the reset (Seq) and its ResetAck echoes
+// it: the sender drops the late answer of a reset that timed out rather
+// than take it for a later reset's.
 //
 // A Session's sends may come from several goroutines; its receives must
 // come from one. A write sets only the write deadline and a read only the

@@ -245,8 +245,8 @@ func seedMessages() []typed {
 		{TypeTransfer, &Transfer{ID: 7, Slot: 3, Size: 64 << 20, ChunkSize: 4 << 20, Count: 16, Remote: 4096, CRC: true, CRC32C: 1}},
 		{TypeTransferAck, &Transfer{ID: 7}},
 		{TypeReceipt, &Receipt{ID: 7, OK: true, Bytes: 1 << 20, CRC32C: 2, Message: "ok"}},
-		{TypeResetPath, &ResetPath{Path: 3, QPN: 0x17, PSN: 0xabcdef}},
-		{TypeResetAck, &ResetAck{Path: 3, OK: true, PSN: 1, Rkey: 2, Message: "reset"}},
+		{TypeResetPath, &ResetPath{Path: 3, QPN: 0x17, PSN: 0xabcdef, Seq: 9}},
+		{TypeResetAck, &ResetAck{Path: 3, Seq: 9, OK: true, PSN: 1, Rkey: 2, Message: "reset"}},
 	}
 }
 

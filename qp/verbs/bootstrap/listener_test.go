@@ -290,8 +290,8 @@ func TestProofFollowsDoc(t *testing.T) {
 	if _, err := io.ReadFull(cc, hello); err != nil {
 		t.Fatal(err)
 	}
-	if string(hello[:4]) != "MPTX" || hello[4] != 0 || hello[5] != 2 {
-		t.Fatalf("hello %x, want MPTX version 2", hello[:6])
+	if string(hello[:4]) != "MPTX" || hello[4] != 0 || hello[5] != 3 {
+		t.Fatalf("hello %x, want MPTX version 3", hello[:6])
 	}
 	nonceS, nonceC := hello[6:], bytes.Repeat([]byte{0x42}, 32)
 	k, err := hkdf.Key(sha256.New, secretA, []byte("mptx/2"), "handshake tags", 32)

@@ -124,11 +124,16 @@ type ResetPath struct {
 	Path uint16
 	QPN  uint32 // the sender's QPN on that path (unchanged by a reset)
 	PSN  uint32 // the sender's new send PSN: the receiver's new expected PSN
+	// Seq numbers the sender's resets on the connection; the ResetAck
+	// echoes it, so that the answer to a reset that timed out cannot be
+	// taken for the answer to a later one.
+	Seq uint32
 }
 
 // ResetAck answers ResetPath.
 type ResetAck struct {
 	Path    uint16
+	Seq     uint32 // the ResetPath's
 	OK      bool
 	PSN     uint32 // the receiver's new send PSN
 	Rkey    uint32 // the rkey that opens the region on this path now (0: unchanged)
@@ -305,16 +310,19 @@ func (m *ResetPath) marshal(e *enc) {
 	e.u16(m.Path)
 	e.u32(m.QPN)
 	e.u32(m.PSN)
+	e.u32(m.Seq)
 }
 
 func (m *ResetPath) unmarshal(d *dec) {
 	m.Path = d.u16()
 	m.QPN = d.u32()
 	m.PSN = d.u32()
+	m.Seq = d.u32()
 }
 
 func (m *ResetAck) marshal(e *enc) {
 	e.u16(m.Path)
+	e.u32(m.Seq)
 	e.u8(boolByte(m.OK))
 	e.u32(m.PSN)
 	e.u32(m.Rkey)
@@ -323,6 +331,7 @@ func (m *ResetAck) marshal(e *enc) {
 
 func (m *ResetAck) unmarshal(d *dec) {
 	m.Path = d.u16()
+	m.Seq = d.u32()
 	m.OK = d.bool()
 	m.PSN = d.u32()
 	m.Rkey = d.u32()
