@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mptx-dev/mptx/qp/verbs"
 )
 
 const testSecret = "0123456789abcdef-cli-test-secret"
@@ -331,15 +333,22 @@ func TestCLIBadInput(t *testing.T) {
 		{[]string{"send"}, "address is required"},
 		{[]string{"send", "localhost"}, "want HOST:PORT"},
 		{[]string{"send", "--transport", "carrier-pigeon", "127.0.0.1:1", f}, `--transport "carrier-pigeon"`},
-		{[]string{"send", "--transport", "tcp", "--devices", "mlx5_0", "127.0.0.1:1", f}, "--devices applies to --transport verbs only"},
-		{[]string{"send", "--transport", "verbs", "--paths", "2", "127.0.0.1:1", f}, "--paths needs a session"},
-		{[]string{"send", "--transport", "verbs", "127.0.0.1:1", f, f}, "one tensor per run"},
+		{[]string{"send", "--transport", "tcp", "--devices", "mlx5_0", "127.0.0.1:1", f}, "--devices applies to verbs only"},
+		{[]string{"send", "--transport", "tcp", "--direct", "127.0.0.1:1", f}, "--direct is a verbs path"},
+		{[]string{"send", "--direct", "127.0.0.1:1", f}, "--direct is a verbs path"},
+		{[]string{"send", "--transport", "verbs", "--direct", "--paths", "2", "127.0.0.1:1", f}, "--paths needs a session"},
+		{[]string{"send", "--transport", "verbs", "--direct", "127.0.0.1:1", f, f}, "one tensor per run"},
+		{[]string{"send", "--transport", "verbs", "--pool", "1GiB", "127.0.0.1:1", f}, "--pool applies to the direct verbs path only"},
+		{[]string{"send", "--busy-poll", "1ms", "127.0.0.1:1", f}, "--busy-poll applies to the direct verbs path only"},
+		{[]string{"send", "--transport", "verbs", "--path", "local=127.0.0.1", "127.0.0.1:1", f}, "--path describes TCP paths"},
+		{[]string{"send", "--transport", "verbs", "--qps-per-nic", "99", "127.0.0.1:1", f}, "--qps-per-nic 99"},
 		{[]string{"send", "127.0.0.1:1", filepath.Join(dir, "missing")}, "no such file"},
 		{[]string{"send", "127.0.0.1:1", empty}, "is empty"},
 		{[]string{"send", "--path", "local=10.0.0.1,colour=blue", "127.0.0.1:1", f}, `unknown key "colour"`},
 		{[]string{"send", "--send-buffer", "4B", "127.0.0.1:1", f}, "smaller than the largest tensor"},
 		{[]string{"recv", "--count", "-1"}, "--count -1"},
-		{[]string{"recv", "--transport", "verbs", "--count", "1"}, "--count needs a session"},
+		{[]string{"recv", "--transport", "verbs", "--direct", "--count", "1"}, "--count needs a session"},
+		{[]string{"recv", "--transport", "tcp", "--qp-timeout", "1s"}, "--qp-timeout applies to verbs only"},
 		{[]string{"recv", "--max-size", "lots"}, `--max-size "lots"`},
 	} {
 		p := startMPTX(t, env, c.args...)
@@ -417,6 +426,32 @@ func TestCLITraceBothEnds(t *testing.T) {
 	for _, want := range []string{`"kv.bin"`, "done", "receiver (mptx-recv): done", "service=mptx-send"} {
 		if !strings.Contains(report, want) {
 			t.Errorf("analyze report lacks %q:\n%s", want, report)
+		}
+	}
+}
+
+// TestCLIVerbsSessionNeedsDevice: on a host without a usable RDMA device
+// (CI's, this development host's), a verbs session fails at once with the
+// device error, one line and exit 1, at both ends, rather than listening
+// and failing every sender's set-up (recv) or connecting first (send).
+// Where verbs devices exist (the Soft-RoCE VM runs this package's CLI
+// tests through test/rxe instead) there is nothing to show.
+func TestCLIVerbsSessionNeedsDevice(t *testing.T) {
+	if h, err := verbs.OpenHost(verbs.HostConfig{PoolSize: 4096, HugePages: verbs.HugeNever}); err == nil {
+		h.Close()
+		t.Skip("this host has a usable RDMA device: test/rxe runs verbs sessions from the CLI")
+	}
+	dir := t.TempDir()
+	f := randomFile(t, dir, "t.bin", 10, 4)
+	env := []string{"MPTX_SECRET=" + testSecret}
+	for _, args := range [][]string{
+		{"recv", "--transport", "verbs", "--listen", "127.0.0.1:0"},
+		{"send", "--transport", "verbs", "127.0.0.1:1", f},
+	} {
+		p := startMPTX(t, env, args...)
+		code := p.exitCode(t, 30*time.Second)
+		if msg := p.stderr.String(); code != 1 || !strings.Contains(msg, "no usable RDMA device") || strings.Count(msg, "\n") != 1 {
+			t.Errorf("mptx %s: exit %d, stderr %q; want 1 and one line naming the missing RDMA device", strings.Join(args, " "), code, msg)
 		}
 	}
 }

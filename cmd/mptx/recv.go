@@ -54,15 +54,17 @@ after the tensor, safely:
 Exit status: with --count N, 0 if all N tensors arrived and were written, else
 1; stopped by Ctrl-C, 130 (tensors in progress are cancelled on both ends);
 2 bad input; 1 if listening fails.
-With --transport verbs, recv takes one tensor from one sender and exits; --out
-is then the directory the one tensor is written to, by the same rules.
+With --transport verbs --direct (the direct RDMA path, no session), recv takes
+one tensor from one sender and exits; --out is then the directory the one
+tensor is written to, by the same rules.
 ` + transportsHelp,
 		Example: `  MPTX_SECRET=$(cat /etc/mptx.secret) mptx recv --listen :7471 --out /data/incoming
   mptx recv --listen 10.0.0.2:7471 --secret-file s.key --out in --count 2 --json
-  mptx recv --transport verbs --listen 10.0.0.2:7471 --devices mlx5_0,mlx5_1 --secret-file s.key --json`,
+  mptx recv --transport verbs --listen 10.0.0.2:7471 --devices mlx5_0,mlx5_1 --secret-file s.key --out in
+  mptx recv --transport verbs --direct --listen 10.0.0.2:7471 --devices mlx5_0,mlx5_1 --secret-file s.key --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			tr, err := xf.parseTransport(cmd, "count")
+			tr, err := xf.parseTransport(cmd, &vf, "count")
 			if err != nil {
 				return err
 			}
@@ -75,7 +77,7 @@ is then the directory the one tensor is written to, by the same rules.
 			}
 			if maxSize == "" {
 				maxSize = "1GiB"
-				if tr == mptx.TransportVerbs {
+				if vf.direct {
 					maxSize = "256MiB"
 				}
 			}
@@ -92,7 +94,7 @@ is then the directory the one tensor is written to, by the same rules.
 			}
 			ctx, stop := signalContext()
 			defer stop()
-			if tr == mptx.TransportVerbs {
+			if vf.direct {
 				qc, err := vf.qpConfig()
 				if err != nil {
 					return err
@@ -111,7 +113,16 @@ is then the directory the one tensor is written to, by the same rules.
 				}
 				return err
 			}
-			cfg := mptx.Config{Secret: secret, Transport: tr, RegionSize: max, Timeout: xf.timeout}
+			vcfg, err := vf.sessionVerbs(0)
+			if err != nil {
+				return err
+			}
+			if tr == mptx.TransportVerbs {
+				if err := vf.checkVerbs(); err != nil {
+					return err
+				}
+			}
+			cfg := mptx.Config{Secret: secret, Transport: tr, RegionSize: max, Verbs: vcfg, Timeout: xf.timeout}
 			tel, err := xf.trace.start(ctx, "mptx-recv", false)
 			if err != nil {
 				return err
@@ -130,7 +141,7 @@ is then the directory the one tensor is written to, by the same rules.
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", ":7471", "TCP address to listen on (HOST:PORT; port 0 picks a free one)")
 	f.StringVar(&out, "out", "", "directory to write each tensor to, as a file named after it (default: discard after checking)")
-	f.StringVar(&maxSize, "max-size", "", "largest tensor accepted: each session's receive region (default 1GiB; 256MiB of registered pool with --transport verbs)")
+	f.StringVar(&maxSize, "max-size", "", "largest tensor accepted: each session's receive region (default 1GiB; 256MiB of registered pool with --direct)")
 	f.IntVar(&count, "count", 0, "session: exit after this many tensors have ended, delivered or failed (0 = serve until stopped)")
 	addCommand(cmd)
 }

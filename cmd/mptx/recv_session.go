@@ -1,6 +1,6 @@
 package main
 
-// `mptx recv` over sessions (--transport tcp or auto): one listener, one
+// `mptx recv` over sessions (every transport but --direct): one listener, one
 // goroutine per accepted session receiving its tensors in turn, writing
 // each to --out, until a signal or --count.
 

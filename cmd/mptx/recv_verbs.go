@@ -1,9 +1,8 @@
 package main
 
-// The direct verbs path of `mptx recv` (--transport verbs): one tensor
-// from one sender over qp/verbs' own bootstrap and Listener, driven by
-// mptx.Receiver in mptx.Loop; recv exits after it. It stays until sessions
-// run over verbs.
+// The direct verbs path of `mptx recv` (--transport verbs --direct): one
+// tensor from one sender over qp/verbs' own bootstrap and Listener, driven
+// by mptx.Receiver in mptx.Loop, without a session; recv exits after it.
 
 import (
 	"context"

@@ -142,9 +142,11 @@ tensor of --size bytes from --seed. Both ends prove the shared secret to each
 other (HMAC challenge-response) before anything else; a receiver with another
 secret refuses us, and send says so in one line.
 
-Over a session (--transport tcp or auto) the tensors are pipelined through the
-session's send buffer (--send-buffer; a tensor larger than it cannot be sent)
-over --paths TCP connections, or one per --path, e.g. one per NIC:
+Over a session (every transport but --direct) the tensors are pipelined
+through the session's send buffer (--send-buffer; a tensor larger than it
+cannot be sent). Over verbs the session's --paths RC queue pairs are spread
+over the --devices NICs (--qps-per-nic on each instead). Over TCP they are
+--paths TCP connections, or one per --path, e.g. one per NIC:
   --path local=10.0.1.1,remote=10.0.1.2 --path local=10.0.2.1,remote=10.0.2.2
 (keys: local source IP, remote receiver IP, dev interface, rate line rate, nic).
 The receiver's data listener binds the host it listens on (mptx recv
@@ -165,20 +167,22 @@ Soft-RoCE (rdma_rxe), with --transport verbs, especially in a VM: rxe's cost is
 per work request and its ACKs lag under load, so post whole chunks (--chunk
 1MiB --segment 1MiB --pfc-xoff 16MiB), keep more in flight (--max-inflight
 16MiB), raise the ACK timeout (--qp-timeout 500ms) and the stall timeout
-(--stall-timeout 3s), and keep --busy-poll short. test/rxe uses these.
+(--stall-timeout 3s), and, with --direct, keep --busy-poll short. test/rxe
+uses these.
 ` + transportsHelp,
 		Example: `  MPTX_SECRET=$(cat /etc/mptx.secret) mptx send 10.0.0.2:7471 weights.bin optimizer.bin
   mptx send --secret-file s.key --transport tcp --paths 8 host:7471 model.safetensors
   mptx send --secret-file s.key host:7471 --size 1GiB --seed 7
-  mptx send --transport verbs --to host:7471 --size 1GiB --devices mlx5_0,mlx5_1 --qps-per-nic 4 --secret-file s.key`,
+  mptx send --transport verbs --secret-file s.key --devices mlx5_0,mlx5_1 --paths 8 host:7471 kv/*.bin
+  mptx send --transport verbs --direct --to host:7471 --size 1GiB --devices mlx5_0,mlx5_1 --qps-per-nic 4 --secret-file s.key`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tr, err := xf.parseTransport(cmd, "paths", "path", "send-buffer")
+			tr, err := xf.parseTransport(cmd, &vf, "paths", "path", "send-buffer")
 			if err != nil {
 				return err
 			}
-			if tr != mptx.TransportVerbs && cmd.Flags().Changed("qps-per-nic") {
-				return badInput("--qps-per-nic applies to --transport verbs only; sessions take --paths or --path")
+			if tr == mptx.TransportVerbs && !vf.direct && cmd.Flags().Changed("path") {
+				return badInput("--path describes TCP paths; a verbs session takes --devices and --paths (or --qps-per-nic)")
 			}
 			if to == "" {
 				if len(args) == 0 {
@@ -207,8 +211,21 @@ per work request and its ACKs lag under load, so post whole chunks (--chunk
 			}
 			ctx, stop := signalContext()
 			defer stop()
-			if tr == mptx.TransportVerbs {
+			if vf.direct {
 				return sendVerbs(cmd, ctx, &xf, &vf, ecfg, to, tensors, qpsPerNIC, !ef.noCRC, secret)
+			}
+			perNIC := 0
+			if cmd.Flags().Changed("qps-per-nic") {
+				perNIC = qpsPerNIC
+			}
+			vcfg, err := vf.sessionVerbs(perNIC)
+			if err != nil {
+				return err
+			}
+			if tr == mptx.TransportVerbs {
+				if err := vf.checkVerbs(); err != nil {
+					return err
+				}
 			}
 			if paths < 1 || paths > multipath.MaxPaths {
 				return badInput("--paths %d: valid 1..%d", paths, multipath.MaxPaths)
@@ -228,7 +245,7 @@ per work request and its ACKs lag under load, so post whole chunks (--chunk
 			if err != nil {
 				return err
 			}
-			cfg := mptx.Config{Secret: secret, Transport: tr, Paths: paths, TCP: mptx.TCPConfig{Paths: tcpPaths}, Engine: ecfg,
+			cfg := mptx.Config{Secret: secret, Transport: tr, Paths: paths, TCP: mptx.TCPConfig{Paths: tcpPaths}, Verbs: vcfg, Engine: ecfg,
 				SendBuffer: buf, NoChecksum: ef.noCRC, Timeout: xf.timeout}
 			tel, err := xf.trace.start(ctx, "mptx-send", false)
 			if err != nil {
@@ -258,7 +275,7 @@ per work request and its ACKs lag under load, so post whole chunks (--chunk
 	f.IntVar(&paths, "paths", mptx.DefaultPaths, "session: TCP paths (connections), when no --path is given")
 	f.StringArrayVar(&pathSpecs, "path", nil, "session: one TCP path, local=IP,remote=IP,dev=IFACE,rate=RATE,nic=N (any subset; repeat per path)")
 	f.StringVar(&sendBuffer, "send-buffer", "", "session: the send buffer tensors are staged in (default: the largest tensor, at least min(all tensors, 256MiB))")
-	f.IntVar(&qpsPerNIC, "qps-per-nic", 1, "verbs: RC queue pairs (paths) per NIC")
+	f.IntVar(&qpsPerNIC, "qps-per-nic", 1, "verbs: RC queue pairs (paths) per NIC (default: a session spreads --paths over the NICs; 1 with --direct)")
 	addCommand(cmd)
 }
 
@@ -328,7 +345,7 @@ func sendBufferSize(flag string, tensors []tensorSource) (units.Bytes, error) {
 func sendVerbs(cmd *cobra.Command, ctx context.Context, xf *xferFlags, vf *verbsFlags, ecfg multipath.Config, to string, tensors []tensorSource,
 	qpsPerNIC int, crc bool, secret []byte) error {
 	if len(tensors) != 1 {
-		return badInput("--transport verbs sends one tensor per run (%d given); sessions (--transport tcp) take several", len(tensors))
+		return badInput("--direct sends one tensor per run (%d given); a session (without --direct) takes several", len(tensors))
 	}
 	if qpsPerNIC < 1 || qpsPerNIC > verbs.MaxQPsPerNIC {
 		return badInput("--qps-per-nic %d: valid 1..%d", qpsPerNIC, verbs.MaxQPsPerNIC)

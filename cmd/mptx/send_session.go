@@ -1,6 +1,6 @@
 package main
 
-// `mptx send` over a session (--transport tcp or auto): Dial, one
+// `mptx send` over a session (every transport but --direct): Dial, one
 // SendAsync per tensor (each waits for room in the session's send buffer,
 // so tensors are pipelined), a progress bar over all of them, and a
 // summary from the transfers' and the session's statistics.

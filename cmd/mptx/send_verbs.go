@@ -1,9 +1,11 @@
 package main
 
-// The direct verbs path of `mptx send` (--transport verbs): one tensor over
-// qp/verbs' own bootstrap, Host and Conn, driven by mptx.Sender in
-// mptx.Loop. It stays until sessions run over verbs; then --transport
-// verbs becomes a session like tcp, and this file goes.
+// The direct verbs path of `mptx send` (--transport verbs --direct): one
+// tensor over qp/verbs' own bootstrap, Host and Conn, driven by
+// mptx.Sender in mptx.Loop, without a session (--transport verbs alone is
+// a session over verbs, like tcp). It is kept as the bare path to compare
+// sessions with (test/rxe's perftest benchmarks) and for its per-device
+// report.
 
 import (
 	"context"

@@ -40,9 +40,11 @@ type xferFlags struct {
 	trace      traceFlag
 }
 
-// verbsFlags are the flags of the direct verbs path (--transport verbs),
-// which send and recv share.
+// verbsFlags are the flags of the verbs transport, which send and recv
+// share: a session's over verbs (--transport verbs, or auto where it
+// chooses verbs) and the direct path's (--transport verbs --direct).
 type verbsFlags struct {
+	direct   bool
 	devices  string
 	pool     string
 	timeout  time.Duration
@@ -52,8 +54,13 @@ type verbsFlags struct {
 	busyPoll time.Duration
 }
 
-// verbsOnlyFlags are the flags that only the direct verbs path reads.
-var verbsOnlyFlags = []string{"devices", "pool", "qp-timeout", "retry", "rnr-timer", "mtu", "busy-poll", "qps-per-nic"}
+// verbsOnlyFlags are the flags that only verbs reads: a TCP session
+// refuses them.
+var verbsOnlyFlags = []string{"devices", "pool", "qp-timeout", "retry", "rnr-timer", "mtu", "busy-poll", "qps-per-nic", "direct"}
+
+// directOnlyFlags are the verbs flags that only the direct path reads (a
+// session sizes and registers its own memory, and its loop does not spin).
+var directOnlyFlags = []string{"pool", "busy-poll"}
 
 // registerXferFlags registers the flags that send and recv share on cmd:
 // the one place for a flag both take (--trace FILE: a session's
@@ -67,6 +74,7 @@ func registerXferFlags(cmd *cobra.Command, x *xferFlags, v *verbsFlags) {
 	fl.BoolVar(&x.noProgress, "no-progress", false, "no progress bar (there is none anyway when stderr is not a terminal)")
 	x.trace.register(cmd)
 
+	fl.BoolVar(&v.direct, "direct", false, "verbs: the direct RDMA path instead of a session: one tensor, recv exits after it (with --transport verbs)")
 	fl.StringVar(&v.devices, "devices", "", "verbs: comma-separated RDMA devices to use, dev or dev:port (default: every ACTIVE RoCE port; see mptx devices)")
 	fl.StringVar(&v.pool, "pool", "", "verbs: size of the registered memory pool (default: enough for the tensor)")
 	fl.DurationVar(&v.timeout, "qp-timeout", 0, "verbs: RC local ACK timeout (default 67ms: 4.096µs·2^14)")
@@ -81,12 +89,15 @@ const transportsHelp = `
 Transports (--transport; the two ends must agree, or say auto):
   tcp    a session over qp/tcp: RDMA-write semantics over one TCP connection
          per path; runs between any two Linux hosts (loopback included).
-  verbs  the direct RDMA path (qp/verbs, RC queue pairs through libibverbs):
-         one tensor per run, recv exits after it; session-only flags are
-         refused.
+  verbs  a session over RC queue pairs (qp/verbs, libibverbs): --paths queue
+         pairs spread over the --devices NICs (or --qps-per-nic on each).
+         With --direct, the direct RDMA path instead: one tensor per run,
+         recv exits after it (both ends must say --direct); session-only
+         flags are refused.
   auto   a session on the best transport both ends have: verbs when both
          hosts have a usable RDMA device that reaches the other (proven by
-         RTT probes on every path), TCP otherwise.`
+         RTT probes on every path), TCP otherwise; the verbs flags apply
+         when it is verbs.`
 
 // oneSidedTransportsHelp closes the help of expose and pull, which run a
 // session on every transport.
@@ -123,25 +134,63 @@ func (x *xferFlags) secret() ([]byte, error) {
 // parseTransport checks --transport, and that the flags given suit it:
 // verbs-only flags need verbs, and the names in sessionOnly need a
 // session.
-func (x *xferFlags) parseTransport(cmd *cobra.Command, sessionOnly ...string) (mptx.Transport, error) {
+func (x *xferFlags) parseTransport(cmd *cobra.Command, v *verbsFlags, sessionOnly ...string) (mptx.Transport, error) {
 	tr, err := mptx.ParseTransport(x.transport)
 	if err != nil {
 		return "", badInput("--transport %q: valid: auto, tcp, verbs", x.transport)
 	}
-	if tr == mptx.TransportVerbs {
+	changed := func(name string) bool {
+		f := cmd.Flags().Lookup(name)
+		return f != nil && f.Changed
+	}
+	switch {
+	case v.direct && tr != mptx.TransportVerbs:
+		return "", badInput("--direct is a verbs path: it needs --transport verbs")
+	case v.direct:
 		for _, name := range sessionOnly {
-			if cmd.Flags().Changed(name) {
-				return "", badInput("--%s needs a session (--transport tcp or auto); the direct verbs path has no such setting", name)
+			if changed(name) {
+				return "", badInput("--%s needs a session (drop --direct); the direct verbs path has no such setting", name)
 			}
 		}
-		return tr, nil
-	}
-	for _, name := range verbsOnlyFlags {
-		if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
-			return "", badInput("--%s applies to --transport verbs only (this run is a %s session)", name, tr)
+	case tr == mptx.TransportTCP:
+		for _, name := range verbsOnlyFlags {
+			if changed(name) {
+				return "", badInput("--%s applies to verbs only (--transport verbs or auto; this run is a tcp session)", name)
+			}
+		}
+	default:
+		for _, name := range directOnlyFlags {
+			if changed(name) {
+				return "", badInput("--%s applies to the direct verbs path only (--transport verbs --direct)", name)
+			}
 		}
 	}
 	return tr, nil
+}
+
+// checkVerbs fails at once, with the device error and its remedy, where
+// a verbs session could not open its NICs, rather than on every
+// sender's set-up.
+func (v *verbsFlags) checkVerbs() error {
+	h, err := verbs.OpenHost(verbs.HostConfig{Devices: v.deviceList(), PoolSize: 4096, HugePages: verbs.HugeNever})
+	if err != nil {
+		return err
+	}
+	return h.Close()
+}
+
+// sessionVerbs is the verbs part of a session's Config from the flags
+// (used when the session runs over verbs); qpsPerNIC 0 spreads the
+// session's paths over the NICs.
+func (v *verbsFlags) sessionVerbs(qpsPerNIC int) (mptx.VerbsConfig, error) {
+	qc, err := v.qpConfig()
+	if err != nil {
+		return mptx.VerbsConfig{}, err
+	}
+	if qpsPerNIC < 0 || qpsPerNIC > verbs.MaxQPsPerNIC {
+		return mptx.VerbsConfig{}, badInput("--qps-per-nic %d: valid 1..%d", qpsPerNIC, verbs.MaxQPsPerNIC)
+	}
+	return mptx.VerbsConfig{Devices: v.deviceList(), QPsPerNIC: qpsPerNIC, QP: qc}, nil
 }
 
 func (x *xferFlags) progress() bool {

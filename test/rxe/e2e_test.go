@@ -252,14 +252,14 @@ func (e env) runTransfer(t testing.TB, ctx context.Context, tr transfer, during 
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", tr.port)
 	good := secretFile(t, goodSecret)
-	recv := start(t, ctx, e.bin, "recv", "--transport", "verbs", "--listen", addr, "--devices", strings.Join(tr.recvDevs, ","), "--secret-file", good,
+	recv := start(t, ctx, e.bin, "recv", "--transport", "verbs", "--direct", "--listen", addr, "--devices", strings.Join(tr.recvDevs, ","), "--secret-file", good,
 		"--max-size", "64MiB", "--json", "--no-progress", "--qp-timeout", "500ms", "--retry", "3")
 	recv.waitLine(t, "listening on", 60*time.Second)
 	sec := good
 	if tr.sendSecret != "" {
 		sec = secretFile(t, tr.sendSecret)
 	}
-	args := append([]string{"send", "--transport", "verbs", "--to", addr, "--devices", strings.Join(tr.senderDevs, ","), "--secret-file", sec,
+	args := append([]string{"send", "--transport", "verbs", "--direct", "--to", addr, "--devices", strings.Join(tr.senderDevs, ","), "--secret-file", sec,
 		"--size", tr.size, "--json", "--no-progress"}, slowLink...)
 	send := start(t, ctx, e.bin, append(args, tr.extra...)...)
 	if during != nil {
@@ -386,7 +386,7 @@ func TestWrongSecretProcess(t *testing.T) {
 		t.Fatalf("send with the wrong secret: %v, stderr %q; want a non-zero exit naming the authentication failure", err, bad.errText())
 	}
 	recv.waitLine(t, "rejected peer", 30*time.Second)
-	good := start(t, ctx, e.bin, append([]string{"send", "--transport", "verbs", "--to", "127.0.0.1:7473", "--devices", e.sender[0], "--secret-file", secretFile(t, goodSecret),
+	good := start(t, ctx, e.bin, append([]string{"send", "--transport", "verbs", "--direct", "--to", "127.0.0.1:7473", "--devices", e.sender[0], "--secret-file", secretFile(t, goodSecret),
 		"--size", "1MiB", "--json", "--no-progress"}, slowLink...)...)
 	if err := good.wait(t, 2*time.Minute); err != nil {
 		t.Fatalf("send with the right secret after a rejected one: %v\n%s", err, good.errText())
