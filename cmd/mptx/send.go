@@ -154,7 +154,8 @@ The receiver's data listener binds the host it listens on (mptx recv
 reaches it; with a specific IP, remotes must be that IP (route it per NIC and
 bind each path with local= and dev=, as the netns test in cmd/mptx does).
 A path that fails or stalls is taken out of use and its chunks go over the
-others; it is reset (a new TCP connection) and rejoins when it answers again.
+others; it is reset (over TCP a new connection, over verbs its queue pairs
+at both ends) and rejoins when it answers again.
 
 When it returns: each tensor is done when the receiver has every byte in place
 and has checked its CRC-32C (unless --no-crc), and said so. Ctrl-C cancels

@@ -76,12 +76,12 @@ func registerXferFlags(cmd *cobra.Command, x *xferFlags, v *verbsFlags) {
 
 	fl.BoolVar(&v.direct, "direct", false, "verbs: the direct RDMA path instead of a session: one tensor, recv exits after it (with --transport verbs)")
 	fl.StringVar(&v.devices, "devices", "", "verbs: comma-separated RDMA devices to use, dev or dev:port (default: every ACTIVE RoCE port; see mptx devices)")
-	fl.StringVar(&v.pool, "pool", "", "verbs: size of the registered memory pool (default: enough for the tensor)")
+	fl.StringVar(&v.pool, "pool", "", "verbs --direct: size of the registered memory pool (default: enough for the tensor; a session sizes its own)")
 	fl.DurationVar(&v.timeout, "qp-timeout", 0, "verbs: RC local ACK timeout (default 67ms: 4.096µs·2^14)")
 	fl.IntVar(&v.retry, "retry", 0, "verbs: RC transport retry count 1..7 (default 7)")
 	fl.DurationVar(&v.rnrTimer, "rnr-timer", 0, "verbs: minimum RNR NAK timer (default 0.64ms)")
 	fl.IntVar(&v.mtu, "mtu", 0, "verbs: path MTU 256..4096 (default: the ports' active MTU)")
-	fl.DurationVar(&v.busyPoll, "busy-poll", 0, "verbs: how long the polling loop spins after activity before it sleeps on the completion channel (default 50µs); raise it where timers are coarse")
+	fl.DurationVar(&v.busyPoll, "busy-poll", 0, "verbs --direct: how long the polling loop spins after activity before it sleeps on the completion channel (default 50µs); raise it where timers are coarse")
 }
 
 // transportsHelp closes the help of send and recv.
