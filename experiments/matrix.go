@@ -11,7 +11,7 @@ import (
 // ModelVersion names the simulation model's semantics. It is part of every
 // run hash: bump it when a change to the simulator, driver or metrics
 // would change results, so resumed sweeps do not mix old and new rows.
-const ModelVersion = "mptx-exp/3"
+const ModelVersion = "mptx-exp/4"
 
 // Policy is one point of a spec's matrix: the knobs a run compares.
 type Policy struct {

@@ -46,7 +46,17 @@ func (e *Engine) finishCls(now vtime.Time, p *path, c units.Bytes, r float64, cl
 
 // finishAfter is finish's estimate given the bytes ahead of the chunk.
 func (e *Engine) finishAfter(now vtime.Time, p *path, c units.Bytes, r, backlog float64) (f, _ float64) {
-	f = (backlog+float64(c))/r + float64(p.srtt)/2
+	// The one-way delay is the empty path's (half the minimum RTT): every
+	// byte in flight, queued in a NIC, a socket buffer or a switch, is in
+	// the backlog already, and a busy path's SRTT counts that queue again
+	// (over TCP hundreds of ms behind full socket buffers, varying from
+	// one transfer to the next, which moved the last chunk from a fast
+	// path to a slower one: docs/design.md, the shaped netns testbed).
+	owd := p.minRTT
+	if owd == 0 {
+		owd = p.srtt
+	}
+	f = (backlog+float64(c))/r + float64(owd)/2
 	if p.blockedUntil > now {
 		f += float64(p.blockedUntil - now)
 	}

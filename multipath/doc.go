@@ -41,8 +41,9 @@
 // would finish there: the bytes ahead of it on the path (in flight plus the
 // active chunk's unposted rest) plus the chunk, divided by the path's
 // effective rate (the smaller of its measured delivery rate, its CC rate and
-// its window per smoothed RTT), plus half the smoothed RTT and any wait for
-// pacing tokens, scaled up by (1 + ECNPenalty·marked) where marked is the
+// its window per smoothed RTT), plus half the minimum RTT (the empty path's
+// one-way delay: what is queued is in the bytes ahead already) and any wait
+// for pacing tokens, scaled up by (1 + ECNPenalty·marked) where marked is the
 // EWMA of the fraction of the path's recent chunks that saw ECN marks or
 // CNPs. A free path takes the chunk if it finishes it no later than the
 // other paths would finish all remaining work (earliest-completion-first,
