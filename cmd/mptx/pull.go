@@ -57,11 +57,11 @@ func (o *oneSidedFlags) config() (mptx.Config, error) {
 		return mptx.Config{}, badInput("--transport %q: want auto, tcp or verbs", o.transport)
 	}
 	vf := verbsFlags{devices: o.devices, timeout: o.qpTimeout, retry: o.retry}
-	qc, err := vf.qpConfig()
+	vcfg, err := vf.sessionVerbs(0)
 	if err != nil {
 		return mptx.Config{}, err
 	}
-	return mptx.Config{Secret: secret, Transport: tr, Timeout: o.timeout, Verbs: mptx.VerbsConfig{Devices: vf.deviceList(), QP: qc}}, nil
+	return mptx.Config{Secret: secret, Transport: tr, Timeout: o.timeout, Verbs: vcfg}, nil
 }
 
 // exposed is one file expose serves.

@@ -223,11 +223,6 @@ uses these.
 			if err != nil {
 				return err
 			}
-			if tr == mptx.TransportVerbs {
-				if err := vf.checkVerbs(); err != nil {
-					return err
-				}
-			}
 			if paths < 1 || paths > multipath.MaxPaths {
 				return badInput("--paths %d: valid 1..%d", paths, multipath.MaxPaths)
 			}
@@ -245,6 +240,12 @@ uses these.
 			buf, err := sendBufferSize(sendBuffer, tensors)
 			if err != nil {
 				return err
+			}
+			// after every usage check: bad input is exit 2 with or without a device
+			if tr == mptx.TransportVerbs {
+				if err := vf.checkVerbs(); err != nil {
+					return err
+				}
 			}
 			cfg := mptx.Config{Secret: secret, Transport: tr, Paths: paths, TCP: mptx.TCPConfig{Paths: tcpPaths}, Verbs: vcfg, Engine: ecfg,
 				SendBuffer: buf, NoChecksum: ef.noCRC, Timeout: xf.timeout}

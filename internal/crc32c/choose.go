@@ -58,11 +58,12 @@ func candidates() []impl {
 // table look-ups several times over; under qemu's TCG the instruction is
 // emulated by a helper call and the look-ups run 3.4 times as fast
 // (slicing.go). The measurement takes each candidate's best of
-// calibrationRuns passes over calibrationBytes (about 10 µs in all on
-// hardware, 1–2 ms under TCG), once, at the first Update; the best of
+// calibrationRuns passes over calibrationBytes (about 50 µs in all on
+// the host, under 1 ms under TCG), once, at the first Update; the best of
 // several runs discards a run that a preemption or an interrupt
 // lengthened. A wrong choice would cost speed, never correctness: every
-// implementation returns the same checksum (TestImplsAgree).
+// implementation returns the same checksum (TestUpdateMatchesStdlib,
+// FuzzUpdate).
 const (
 	calibrationBytes = 16 << 10
 	calibrationRuns  = 5
